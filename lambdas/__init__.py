@@ -1,0 +1,1 @@
+"""Lambda handlers: parse, one call into sluice, map the result."""

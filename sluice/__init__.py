@@ -1,0 +1,1 @@
+"""Sluice: serverless, sharded queues and bottomless streams on AWS."""

@@ -1,0 +1,79 @@
+"""boto3 clients with one retry policy, pointed at moto when the local runtime says so."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sluice import errors
+
+# Adaptive retries smooth DynamoDB throttling; timeouts stay short so a Lambda never hangs on one call.
+RETRY_CONFIG = Config(
+    retries={"max_attempts": 5, "mode": "adaptive"},
+    connect_timeout=2,
+    read_timeout=10,
+    max_pool_connections=50,
+    tcp_keepalive=True,
+)
+
+_THROTTLE_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "SlowDown",
+        "TooManyRequestsException",
+    }
+)
+_UNAVAILABLE_CODES = frozenset({"InternalServerError", "ServiceUnavailable", "InternalError", "503"})
+
+_lock = threading.Lock()
+_clients: dict[tuple[str, str | None], Any] = {}
+_session: boto3.session.Session | None = None
+
+
+def client(service: str, endpoint_url: str | None = None) -> Any:
+    """A cached, thread-safe client per (service, endpoint): created once per Lambda container."""
+    key = (service, endpoint_url)
+    with _lock:
+        if key not in _clients:
+            global _session
+            _session = _session or boto3.session.Session()
+            _clients[key] = _session.client(service, endpoint_url=endpoint_url, config=RETRY_CONFIG)
+        return _clients[key]
+
+
+def reset_clients() -> None:
+    """Forget cached clients (tests that swap endpoints or credentials)."""
+    global _session
+    with _lock:
+        _clients.clear()
+        _session = None
+
+
+def error_code(exc: ClientError) -> str:
+    return exc.response.get("Error", {}).get("Code", "")
+
+
+@contextmanager
+def translated(what: str) -> Iterator[None]:
+    """Turn throttling and outages into domain errors by AWS error code; let the rest through."""
+    try:
+        yield
+    except ClientError as exc:
+        code = error_code(exc)
+        if code in _THROTTLE_CODES:
+            raise errors.Throttled(f"{what} is throttled; retry after a short pause") from exc
+        if code in _UNAVAILABLE_CODES:
+            raise errors.DependencyUnavailable(f"{what} is unavailable; retry shortly") from exc
+        raise
+    except BotoCoreError as exc:
+        raise errors.DependencyUnavailable(f"{what} could not be reached; retry shortly") from exc
+
+

@@ -1,0 +1,231 @@
+"""DynamoDB through the low-level client: plain Python values in and out, errors by code.
+
+The low-level client keeps the broker's cold start small (no boto3 resource model) and lets the
+engine see conditional failures as one exception carrying the item as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from sluice.adapters import aws
+from sluice.constants import PARTITION_KEY, SORT_KEY
+
+Item = dict[str, Any]
+
+
+class ConditionFailed(Exception):
+    """A conditional write lost. `item` is the item as it was when the condition was checked."""
+
+    def __init__(self, item: Item | None) -> None:
+        super().__init__("conditional check failed")
+        self.item = item
+
+
+def _ser(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, str):
+        return {"S": value}
+    if isinstance(value, int | float):
+        return {"N": repr(value) if isinstance(value, float) else str(value)}
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"B": bytes(value)}
+    if value is None:
+        return {"NULL": True}
+    if isinstance(value, Mapping):
+        return {"M": {str(k): _ser(v) for k, v in value.items()}}
+    if isinstance(value, list | tuple):
+        return {"L": [_ser(v) for v in value]}
+    raise TypeError(f"cannot store {type(value).__name__} in DynamoDB")
+
+
+def _de(attr: Mapping[str, Any]) -> Any:
+    (kind, value), = attr.items()
+    if kind == "S":
+        return value
+    if kind == "N":
+        return int(value) if value.lstrip("-").isdigit() else float(value)
+    if kind == "B":
+        return bytes(value)
+    if kind == "BOOL":
+        return value
+    if kind == "NULL":
+        return None
+    if kind == "M":
+        return {k: _de(v) for k, v in value.items()}
+    if kind == "L":
+        return [_de(v) for v in value]
+    if kind == "SS":
+        return set(value)
+    if kind == "NS":
+        return {int(v) for v in value}
+    raise TypeError(f"unsupported DynamoDB type {kind}")
+
+
+def serialize(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _ser(v) for k, v in item.items()}
+
+
+def deserialize(raw: Mapping[str, Any] | None) -> Item | None:
+    return None if raw is None else {k: _de(v) for k, v in raw.items()}
+
+
+@contextmanager
+def _conditional_errors() -> Iterator[None]:
+    try:
+        yield
+    except ClientError as exc:
+        if aws.error_code(exc) == "ConditionalCheckFailedException":
+            raise ConditionFailed(deserialize(exc.response.get("Item"))) from exc
+        raise
+
+
+def key(pk: str, sk: str) -> Item:
+    return {PARTITION_KEY: pk, SORT_KEY: sk}
+
+
+class Table:
+    """One table with the shared `pk`/`sk` schema."""
+
+    def __init__(self, name: str, endpoint_url: str | None = None) -> None:
+        self.name = name
+        self._endpoint_url = endpoint_url
+
+    @property
+    def _client(self) -> Any:
+        return aws.client("dynamodb", self._endpoint_url)
+
+    def get(self, pk: str, sk: str, *, consistent: bool = True) -> Item | None:
+        with aws.translated("DynamoDB"):
+            resp = self._client.get_item(
+                TableName=self.name, Key=serialize(key(pk, sk)), ConsistentRead=consistent
+            )
+        return deserialize(resp.get("Item"))
+
+    def batch_get(self, keys: Iterable[tuple[str, str]], *, consistent: bool = True) -> list[Item]:
+        """All existing items among `keys` (at most 100), retrying unprocessed keys."""
+        request = {"Keys": [serialize(key(pk, sk)) for pk, sk in keys], "ConsistentRead": consistent}
+        found: list[Item] = []
+        while request["Keys"]:
+            with aws.translated("DynamoDB"):
+                resp = self._client.batch_get_item(RequestItems={self.name: request})
+            found.extend(deserialize(raw) for raw in resp["Responses"].get(self.name, []))
+            request = resp.get("UnprocessedKeys", {}).get(self.name) or {"Keys": []}
+        return found
+
+    def put(
+        self,
+        item: Mapping[str, Any],
+        *,
+        condition: str | None = None,
+        names: Mapping[str, str] | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> None:
+        kwargs = self._conditional(condition, names, values)
+        with aws.translated("DynamoDB"), _conditional_errors():
+            self._client.put_item(TableName=self.name, Item=serialize(item), **kwargs)
+
+    def update(
+        self,
+        pk: str,
+        sk: str,
+        expression: str,
+        *,
+        condition: str | None = None,
+        names: Mapping[str, str] | None = None,
+        values: Mapping[str, Any] | None = None,
+        returns: str = "NONE",
+    ) -> Item | None:
+        kwargs = self._conditional(condition, names, values)
+        with aws.translated("DynamoDB"), _conditional_errors():
+            resp = self._client.update_item(
+                TableName=self.name,
+                Key=serialize(key(pk, sk)),
+                UpdateExpression=expression,
+                ReturnValues=returns,
+                **kwargs,
+            )
+        return deserialize(resp.get("Attributes"))
+
+    def delete(
+        self,
+        pk: str,
+        sk: str,
+        *,
+        condition: str | None = None,
+        names: Mapping[str, str] | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> None:
+        kwargs = self._conditional(condition, names, values)
+        with aws.translated("DynamoDB"), _conditional_errors():
+            self._client.delete_item(TableName=self.name, Key=serialize(key(pk, sk)), **kwargs)
+
+    def query(
+        self,
+        pk: str,
+        *,
+        sk_from: str | None = None,
+        sk_to: str | None = None,
+        sk_prefix: str | None = None,
+        limit: int | None = None,
+        forward: bool = True,
+        consistent: bool = False,
+    ) -> Iterator[Item]:
+        """Items of one partition in sort-key order, following pages until `limit` items were read."""
+        names = {"#pk": PARTITION_KEY, "#sk": SORT_KEY}
+        values: dict[str, Any] = {":pk": pk}
+        cond = "#pk = :pk"
+        if sk_prefix is not None:
+            cond += " AND begins_with(#sk, :pre)"
+            values[":pre"] = sk_prefix
+        elif sk_from is not None and sk_to is not None:
+            cond += " AND #sk BETWEEN :lo AND :hi"
+            values.update({":lo": sk_from, ":hi": sk_to})
+        elif sk_from is not None:
+            cond += " AND #sk >= :lo"
+            values[":lo"] = sk_from
+        elif sk_to is not None:
+            cond += " AND #sk <= :hi"
+            values[":hi"] = sk_to
+        kwargs: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": cond,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": serialize(values),
+            "ScanIndexForward": forward,
+            "ConsistentRead": consistent,
+        }
+        remaining = limit
+        while True:
+            if remaining is not None:
+                kwargs["Limit"] = remaining
+            with aws.translated("DynamoDB"):
+                resp = self._client.query(**kwargs)
+            for raw in resp.get("Items", []):
+                yield deserialize(raw)
+            if remaining is not None:
+                remaining -= len(resp.get("Items", []))
+                if remaining <= 0:
+                    return
+            if "LastEvaluatedKey" not in resp:
+                return
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    @staticmethod
+    def _conditional(
+        condition: str | None, names: Mapping[str, str] | None, values: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        if condition:
+            kwargs["ConditionExpression"] = condition
+            kwargs["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        if names:
+            kwargs["ExpressionAttributeNames"] = dict(names)
+        if values:
+            kwargs["ExpressionAttributeValues"] = serialize(values)
+        return kwargs

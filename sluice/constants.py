@@ -1,0 +1,93 @@
+"""Names shared by the CDK stack, the Lambda handlers and the local runtime.
+
+Every resource name, environment variable and route lives here once, so the deployed stack and
+the local runtime cannot drift apart: the stack reads these to build resources and wire
+environments, the runtime reads them to provision moto and dispatch requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+# --- Environment variables (set by the stack on every function, and by `sluice local`) -------------
+ENV_CONTROL_TABLE: Final = "SLUICE_CONTROL_TABLE"
+ENV_SHARD_TABLES: Final = "SLUICE_SHARD_TABLES"  # comma-separated table names, index = table slot
+ENV_SEGMENT_BUCKET: Final = "SLUICE_SEGMENT_BUCKET"
+ENV_SHARD_MAP_PREFIX: Final = "SLUICE_SHARD_MAP_PREFIX"  # SSM path; one parameter per queue below it
+ENV_SHARD_MAP_TTL: Final = "SLUICE_SHARD_MAP_TTL_SECONDS"
+ENV_TOKEN_CACHE_TTL: Final = "SLUICE_TOKEN_CACHE_TTL_SECONDS"
+ENV_AWS_ENDPOINT_URL: Final = "SLUICE_AWS_ENDPOINT_URL"  # moto server in the local runtime
+ENV_STAGE: Final = "SLUICE_STAGE"
+ENV_ADMIN_TOKEN: Final = "SLUICE_ADMIN_TOKEN"
+ENV_CONSUMER_FUNCTION: Final = "SLUICE_CONSUMER_FUNCTION"  # push workers started by the coordinator
+ENV_SHARD_FUNCTION: Final = "SLUICE_SHARD_FUNCTION"  # flush/compaction work started by the coordinator
+
+# Powertools' own variables, set by the stack so handlers log/trace under one service name.
+ENV_POWERTOOLS_SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"
+ENV_POWERTOOLS_METRICS_NAMESPACE: Final = "POWERTOOLS_METRICS_NAMESPACE"
+SERVICE_NAME: Final = "sluice"
+METRICS_NAMESPACE: Final = "Sluice"
+
+# --- Resources ----------------------------------------------------------------------------------------
+DEFAULT_STAGE: Final = "dev"
+DEFAULT_SHARD_TABLE_COUNT: Final = 4
+SHARD_MAP_PREFIX_TEMPLATE: Final = "/sluice/{stage}/shard-maps"
+
+# Key schema shared by every table: string partition key + string sort key, TTL on `exp`.
+PARTITION_KEY: Final = "pk"
+SORT_KEY: Final = "sk"
+TTL_ATTRIBUTE: Final = "exp"
+
+# Logical ids in the synthesized template; the local runtime finds resources by these.
+LOGICAL_CONTROL_TABLE: Final = "ControlTable"
+LOGICAL_SHARD_TABLE_PREFIX: Final = "ShardTable"
+LOGICAL_SEGMENT_BUCKET: Final = "SegmentBucket"
+
+# --- Functions ----------------------------------------------------------------------------------------
+FN_BROKER: Final = "broker"
+FN_CONSUMER: Final = "consumer"
+FN_SHARD: Final = "shard"
+FN_COORDINATOR: Final = "coordinator"
+FUNCTION_HANDLERS: Final = {
+    FN_BROKER: "lambdas.broker.handler.lambda_handler",
+    FN_CONSUMER: "lambdas.consumer.handler.lambda_handler",
+    FN_SHARD: "lambdas.shard.handler.lambda_handler",
+    FN_COORDINATOR: "lambdas.coordinator.handler.lambda_handler",
+}
+COORDINATOR_SCHEDULE_MINUTES: Final = 1
+
+
+# --- HTTP routes -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Route:
+    """One HTTP API route: API Gateway syntax (`{name}`, greedy `{name+}`) and the function serving it."""
+
+    method: str
+    path: str
+    function: str
+
+
+_V1_Q = "/v1/queues/{queue_name}"
+_CF_Q = "/client/v4/accounts/{account_id}/queues/{queue_id}"
+
+ROUTES: Final[tuple[Route, ...]] = (
+    # Queue administration, tokens and operations: the broker (control-plane writes are rare).
+    Route("POST", "/v1/queues", FN_BROKER),
+    Route("GET", "/v1/queues", FN_BROKER),
+    Route("GET", _V1_Q, FN_BROKER),
+    Route("PATCH", _V1_Q, FN_BROKER),
+    Route("DELETE", _V1_Q, FN_BROKER),
+    Route("POST", "/v1/tokens", FN_BROKER),
+    Route("GET", "/v1/tokens", FN_BROKER),
+    Route("DELETE", "/v1/tokens/{token_id}", FN_BROKER),
+    # Sending.
+    Route("POST", f"{_V1_Q}/messages", FN_BROKER),
+    Route("POST", f"{_CF_Q}/messages", FN_BROKER),
+    Route("POST", f"{_CF_Q}/messages/batch", FN_BROKER),
+    # Pull consumers.
+    Route("POST", f"{_V1_Q}/messages/pull", FN_CONSUMER),
+    Route("POST", f"{_V1_Q}/messages/ack", FN_CONSUMER),
+    Route("POST", f"{_CF_Q}/messages/pull", FN_CONSUMER),
+    Route("POST", f"{_CF_Q}/messages/ack", FN_CONSUMER),
+)

@@ -1,0 +1,1 @@
+"""The engine: queues, shard maps, publish, consume and auth over the storage adapters."""

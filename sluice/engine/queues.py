@@ -1,0 +1,193 @@
+"""Queues and their shard maps: the control item is the truth, SSM the cached mirror brokers read."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from sluice import errors
+from sluice.adapters.dynamo import ConditionFailed
+from sluice.engine import keys
+from sluice.engine.backend import Backend
+from sluice.models import DEFAULT_GROUP, QUEUE_NAME_RE, Queue, QueueSettings, Shard
+
+MirrorReader = Callable[[str, bool], str | None]
+"""(queue name, force fresh) → the mirrored queue document, or None when there is none."""
+
+
+def validate_name(name: str) -> None:
+    if not QUEUE_NAME_RE.match(name or ""):
+        raise errors.InvalidQueueName(
+            f"queue name {name!r} is invalid: use 1-63 characters of letters, digits, '_' and '-'"
+        )
+
+
+def parse_settings(raw: dict[str, Any] | None, base: QueueSettings | None = None) -> QueueSettings:
+    merged = {**(base.model_dump() if base else {}), **(raw or {})}
+    try:
+        return QueueSettings.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "settings"
+        raise errors.InvalidSettings(f"invalid setting {where}: {first['msg']}") from exc
+
+
+class QueueRegistry:
+    """Create, read, change and delete queues. Every change is a conditional write, then a mirror."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def create(self, name: str, raw_settings: dict[str, Any] | None = None) -> Queue:
+        validate_name(name)
+        settings = parse_settings(raw_settings)
+        if settings.dead_letter_queue == name:
+            raise errors.InvalidSettings("a queue cannot be its own dead_letter_queue")
+        now = self.backend.clock()
+        queue = Queue(
+            name=name,
+            settings=settings,
+            created_ms=now,
+            incarnation=secrets.token_hex(4),
+            shards=[self._new_shard(i, now) for i in range(settings.min_shards)],
+            next_shard_id=settings.min_shards,
+        )
+        try:
+            self.backend.control.put(
+                self._item(queue), condition="attribute_not_exists(pk)"
+            )
+        except ConditionFailed as exc:
+            raise errors.QueueAlreadyExists(f"queue {name!r} already exists") from exc
+        self.backend.control.put({"pk": keys.QUEUE_INDEX_PK, "sk": name, "created_ms": now})
+        self.backend.control.put(
+            {"pk": keys.queue_pk(name), "sk": keys.group_sk(DEFAULT_GROUP), "start_ms": 0, "created_ms": now}
+        )
+        self.backend.mirror.write(name, queue.model_dump_json())
+        if settings.dead_letter_queue:
+            self.ensure(settings.dead_letter_queue)
+        return queue
+
+    def ensure(self, name: str) -> Queue:
+        """The queue, created with default settings when missing (dead letter queues)."""
+        try:
+            return self.create(name)
+        except errors.QueueAlreadyExists:
+            return self.get(name)
+
+    def get(self, name: str) -> Queue:
+        validate_name(name)
+        item = self.backend.control.get(keys.queue_pk(name), keys.QUEUE_SK)
+        if item is None:
+            raise errors.QueueNotFound(f"queue {name!r} not found")
+        return Queue.model_validate_json(item["doc"])
+
+    def list(self, *, limit: int = 100, after: str | None = None) -> list[Queue]:
+        names = [
+            item["sk"]
+            for item in self.backend.control.query(
+                keys.QUEUE_INDEX_PK, sk_from=(after + "\x00") if after else None, limit=limit
+            )
+        ]
+        queues = []
+        for name in names:
+            try:
+                queues.append(self.get(name))
+            except errors.QueueNotFound:
+                continue  # deleted between the index read and the get
+        return queues
+
+    def update_settings(self, name: str, raw_settings: dict[str, Any]) -> Queue:
+        def change(queue: Queue) -> Queue:
+            settings = parse_settings(raw_settings, queue.settings)
+            if settings.dead_letter_queue == name:
+                raise errors.InvalidSettings("a queue cannot be its own dead_letter_queue")
+            return queue.model_copy(update={"settings": settings})
+
+        queue = self.modify(name, change)
+        if queue.settings.dead_letter_queue:
+            self.ensure(queue.settings.dead_letter_queue)
+        return queue
+
+    def set_paused(self, name: str, paused: bool) -> Queue:
+        return self.modify(name, lambda q: q.model_copy(update={"paused": paused}))
+
+    def delete(self, name: str) -> None:
+        queue = self.get(name)
+        try:
+            self.backend.control.delete(
+                keys.queue_pk(name), keys.QUEUE_SK, condition="incarnation = :i", values={":i": queue.incarnation}
+            )
+        except ConditionFailed as exc:
+            raise errors.QueueNotFound(f"queue {name!r} not found") from exc
+        self.backend.control.delete(keys.QUEUE_INDEX_PK, name)
+        self.backend.mirror.delete(name)
+
+    def modify(self, name: str, change: Callable[[Queue], Queue], *, fence: int | None = None) -> Queue:
+        """Read-change-write with the version as the condition; retried when a concurrent change won.
+
+        With `fence` (a coordinator's fencing token) the write also fails once a newer coordinator
+        has written this queue: `errors.Conflict` then tells the stale coordinator to stand down.
+        """
+        for attempt in range(8):
+            current = self.get(name)
+            updated = change(current)
+            if fence is not None and fence < current.fence:
+                raise errors.Conflict(f"fencing token {fence} is older than {current.fence}")
+            updated = updated.model_copy(
+                update={"version": current.version + 1, "fence": max(current.fence, fence or 0)}
+            )
+            condition = "version = :v"
+            values: dict[str, Any] = {":v": current.version}
+            if fence is not None:
+                condition += " AND fence <= :f"
+                values[":f"] = fence
+            try:
+                self.backend.control.put(self._item(updated), condition=condition, values=values)
+            except ConditionFailed:
+                time.sleep(0.01 * (attempt + 1))
+                continue
+            self.backend.mirror.write(name, updated.model_dump_json())
+            return updated
+        raise errors.Conflict(f"queue {name!r} is being changed concurrently; retry")
+
+    def _new_shard(self, shard_id: int, now: int) -> Shard:
+        return Shard(id=shard_id, table=shard_id % len(self.backend.shard_tables), created_ms=now)
+
+    @staticmethod
+    def _item(queue: Queue) -> dict[str, Any]:
+        return {
+            "pk": keys.queue_pk(queue.name),
+            "sk": keys.QUEUE_SK,
+            "version": queue.version,
+            "fence": queue.fence,
+            "incarnation": queue.incarnation,
+            "doc": queue.model_dump_json(),
+        }
+
+
+class QueueDirectory:
+    """Hot-path reads of queue documents: from a cached mirror, the control item when the mirror lags."""
+
+    def __init__(self, registry: QueueRegistry, read_mirror: MirrorReader) -> None:
+        self.registry = registry
+        self._read_mirror = read_mirror
+
+    def get(self, name: str) -> Queue:
+        validate_name(name)
+        doc = self._read_mirror(name, False)
+        if doc is None:
+            return self.registry.get(name)
+        return Queue.model_validate_json(doc)
+
+    def refresh(self, name: str, known_version: int) -> Queue:
+        """A document newer than `known_version`: the mirror forced, else the authoritative item."""
+        doc = self._read_mirror(name, True)
+        if doc is not None:
+            queue = Queue.model_validate_json(doc)
+            if queue.version > known_version:
+                return queue
+        return self.registry.get(name)

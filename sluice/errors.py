@@ -1,0 +1,117 @@
+"""Domain exceptions. Each carries a stable numeric code from docs/api.md and a sentence a user can act on.
+
+The HTTP status for each class is decided in one registry in the handler layer
+(`lambdas/common/errors.py`); the core knows nothing about HTTP.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class SluiceError(Exception):
+    """Base class: `code` is stable across releases, `message` is for people."""
+
+    code: ClassVar[int] = 10000
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class Unauthorized(SluiceError):
+    code = 10001
+
+
+class Forbidden(SluiceError):
+    code = 10002
+
+
+class InvalidRequest(SluiceError):
+    code = 10100
+
+
+class MalformedJson(InvalidRequest):
+    code = 10101
+
+
+class InvalidQueueName(InvalidRequest):
+    code = 10102
+
+
+class InvalidSettings(InvalidRequest):
+    code = 10103
+
+
+class QueueNotFound(SluiceError):
+    code = 10104
+
+
+class QueueAlreadyExists(SluiceError):
+    code = 10105
+
+
+class BatchTooLarge(InvalidRequest):
+    code = 10106
+
+
+class MessageTooLarge(SluiceError):
+    code = 10107
+
+
+class RequestTooLarge(SluiceError):
+    code = 10108
+
+
+class QueuePaused(SluiceError):
+    code = 10109
+
+
+class ProducerFenced(SluiceError):
+    code = 10110
+
+    def __init__(self, message: str, *, current_version: int, provided_version: int) -> None:
+        super().__init__(message, current_version=current_version, provided_version=provided_version)
+        self.current_version = current_version
+        self.provided_version = provided_version
+
+
+class ConsumerGroupNotFound(SluiceError):
+    code = 10111
+
+
+class ConsumerGroupAlreadyExists(SluiceError):
+    code = 10112
+
+
+class TokenNotFound(SluiceError):
+    code = 10113
+
+
+class NotFound(SluiceError):
+    """A route or resource that does not exist."""
+
+    code = 10114
+
+
+class Conflict(SluiceError):
+    """A concurrent change won; the caller may retry."""
+
+    code = 10115
+
+
+class Throttled(SluiceError):
+    code = 10429
+
+    def __init__(self, message: str, *, retry_after_seconds: int = 1) -> None:
+        super().__init__(message, retry_after_seconds=retry_after_seconds)
+        self.retry_after_seconds = retry_after_seconds
+
+
+class DependencyUnavailable(SluiceError):
+    code = 10503
+
+    def __init__(self, message: str, *, retry_after_seconds: int = 2) -> None:
+        super().__init__(message, retry_after_seconds=retry_after_seconds)
+        self.retry_after_seconds = retry_after_seconds

@@ -1,0 +1,1 @@
+"""The local runtime: the same handlers on an embedded moto server."""

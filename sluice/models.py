@@ -1,0 +1,143 @@
+"""The domain model: queue settings and the shapes the engine returns. Validation lives here once."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+QUEUE_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,63}$"
+QUEUE_NAME_RE = re.compile(QUEUE_NAME_PATTERN)
+GROUP_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,63}$"
+DEFAULT_GROUP = "default"
+
+MAX_BATCH_MESSAGES = 100
+MAX_REQUEST_BYTES = 1024 * 1024
+MAX_PULL_BATCH = 100
+MAX_VISIBILITY_MS = 43_200_000
+MAX_DELAY_SECONDS = 86_400
+MAX_WAIT_MS = 20_000
+
+ContentType = Literal["json", "text", "bytes"]
+
+
+class QueueSettings(BaseModel):
+    """Per-queue settings of API.md, with their defaults and bounds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    retention_seconds: int = Field(345_600, ge=60)
+    bottomless: bool = False
+    delivery_delay_seconds: int = Field(0, ge=0, le=MAX_DELAY_SECONDS)
+    visibility_timeout_ms: int = Field(30_000, ge=1, le=MAX_VISIBILITY_MS)
+    max_retries: int = Field(3, ge=0, le=100)
+    retry_delay_seconds: int = Field(0, ge=0, le=MAX_DELAY_SECONDS)
+    dead_letter_queue: str | None = Field(None, pattern=QUEUE_NAME_PATTERN)
+    ordered: bool = False
+    min_shards: int = Field(1, ge=1, le=256)
+    max_shards: int = Field(64, ge=1, le=256)
+    max_message_bytes: int = Field(131_072, ge=1, le=1_048_576)
+
+    @model_validator(mode="after")
+    def _check(self) -> QueueSettings:
+        if self.min_shards > self.max_shards:
+            raise ValueError("min_shards must not exceed max_shards")
+        if not self.bottomless and self.retention_seconds > 1_209_600:
+            raise ValueError("retention_seconds above 1209600 needs bottomless: true")
+        return self
+
+
+ShardState = Literal["open", "sealed", "retired"]
+
+
+class Shard(BaseModel):
+    """One storage shard: a partition key in shard table `table` (an index into the table list)."""
+
+    id: int
+    table: int
+    state: ShardState = "open"
+    created_ms: int
+    parents: list[int] = Field(default_factory=list)
+
+
+class Queue(BaseModel):
+    """A queue and its shard map: one control item, changed only by conditional writes on `version`.
+
+    The same document is mirrored to SSM for brokers to cache, so a broker learns settings, pause
+    state and shards from one cached read.
+    """
+
+    name: str
+    settings: QueueSettings
+    created_ms: int
+    paused: bool = False
+    incarnation: str  # changes when a queue is deleted and created again: ids and keys stay unique
+    version: int = 1
+    shards: list[Shard] = Field(default_factory=list)
+    next_shard_id: int = 0
+    fence: int = 0  # highest coordinator fencing token that wrote this map
+
+    @property
+    def open_shards(self) -> list[Shard]:
+        return [s for s in self.shards if s.state == "open"]
+
+    @property
+    def readable_shards(self) -> list[Shard]:
+        """Shards that may still hold undelivered messages."""
+        return [s for s in self.shards if s.state != "retired"]
+
+    def shard(self, shard_id: int) -> Shard | None:
+        return next((s for s in self.shards if s.id == shard_id), None)
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "queue_name": self.name,
+            "queue_id": self.name,
+            "created_on": self.created_ms,
+            "paused": self.paused,
+            "settings": self.settings.model_dump(),
+            "shard_count": len(self.open_shards),
+        }
+
+
+class OutgoingMessage(BaseModel):
+    """One message to publish, after the face that received it has normalised its body."""
+
+    body: bytes
+    content_type: ContentType = "json"
+    delay_seconds: int = 0
+    partition_key: str | None = None
+    attributes: dict[str, str] = Field(default_factory=dict)
+
+
+class PublishResult(BaseModel):
+    message_ids: list[str]
+    offsets: list[str]
+    shard: int
+
+
+class Delivery(BaseModel):
+    """A message handed to a pull consumer under a lease."""
+
+    id: str
+    body: bytes
+    content_type: ContentType
+    timestamp_ms: int
+    attempts: int
+    lease_id: str
+    partition_key: str | None = None
+    attributes: dict[str, str] = Field(default_factory=dict)
+    shard: int
+    seq: int
+
+
+class PullResult(BaseModel):
+    messages: list[Delivery]
+    message_backlog_count: int
+
+
+class AckResult(BaseModel):
+    ack_count: int
+    retry_count: int
+    warnings: list[str]

@@ -1,0 +1,26 @@
+"""Per-shard offsets: `<16-digit ms><16-digit sequence>`, string-sortable in publish order."""
+
+from __future__ import annotations
+
+import re
+
+OFFSET_DIGITS = 32
+OFFSET_RE = re.compile(r"^\d{32}$")
+TIME_PREFIX_RE = re.compile(r"^\d{16}$")
+BEGINNING = "-"
+
+
+def encode(timestamp_ms: int, seq: int) -> str:
+    return f"{timestamp_ms:016d}{seq:016d}"
+
+
+def decode(offset: str) -> tuple[int, int]:
+    """(timestamp_ms, seq) of a 32-digit offset."""
+    if not OFFSET_RE.match(offset):
+        raise ValueError(f"offset must be 32 digits, got {offset!r}")
+    return int(offset[:16]), int(offset[16:])
+
+
+def seq_key(seq: int) -> str:
+    """Zero-padded so that sort keys order like the numbers."""
+    return f"{seq:016d}"
