@@ -115,3 +115,9 @@ class DependencyUnavailable(SluiceError):
     def __init__(self, message: str, *, retry_after_seconds: int = 2) -> None:
         super().__init__(message, retry_after_seconds=retry_after_seconds)
         self.retry_after_seconds = retry_after_seconds
+
+
+class WriteRaced(DependencyUnavailable):
+    """A publish lost its slot to gap repair after a long stall; nothing was stored, retry the send."""
+
+    code = 10504

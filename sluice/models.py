@@ -77,6 +77,12 @@ class Queue(BaseModel):
     shards: list[Shard] = Field(default_factory=list)
     next_shard_id: int = 0
     fence: int = 0  # highest coordinator fencing token that wrote this map
+    groups: dict[str, int] = Field(default_factory=lambda: {DEFAULT_GROUP: 0})  # name → start ms
+
+    @property
+    def lease_key(self) -> str:
+        """What lease ids are bound to: this queue, this incarnation."""
+        return f"{self.name}:{self.incarnation}"
 
     @property
     def open_shards(self) -> list[Shard]:

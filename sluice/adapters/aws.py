@@ -75,5 +75,3 @@ def translated(what: str) -> Iterator[None]:
         raise
     except BotoCoreError as exc:
         raise errors.DependencyUnavailable(f"{what} could not be reached; retry shortly") from exc
-
-

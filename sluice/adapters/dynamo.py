@@ -6,7 +6,7 @@ engine see conditional failures as one exception carrying the item as it was.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,7 +45,7 @@ def _ser(value: Any) -> dict[str, Any]:
 
 
 def _de(attr: Mapping[str, Any]) -> Any:
-    (kind, value), = attr.items()
+    ((kind, value),) = attr.items()
     if kind == "S":
         return value
     if kind == "N":
@@ -229,3 +229,52 @@ class Table:
         if values:
             kwargs["ExpressionAttributeValues"] = serialize(values)
         return kwargs
+
+
+def batch_get_across(
+    requests: Mapping[Table, Iterable[tuple[str, str]]], *, consistent: bool = True
+) -> dict[tuple[str, str, str], Item]:
+    """One BatchGetItem over several tables (≤ 100 keys): {(table, pk, sk): item} for items that exist."""
+    tables = list(requests)
+    if not tables:
+        return {}
+    pending = {
+        t.name: {"Keys": [serialize(key(pk, sk)) for pk, sk in requests[t]], "ConsistentRead": consistent}
+        for t in tables
+    }
+    client = tables[0]._client
+    found: dict[tuple[str, str, str], Item] = {}
+    while pending:
+        with aws.translated("DynamoDB"):
+            resp = client.batch_get_item(RequestItems=pending)
+        for table_name, raws in resp["Responses"].items():
+            for raw in raws:
+                item = deserialize(raw)
+                found[(table_name, item[PARTITION_KEY], item[SORT_KEY])] = item
+        pending = resp.get("UnprocessedKeys") or {}
+    return found
+
+
+def put_all_absent(table: Table, items: Sequence[Mapping[str, Any]]) -> bool:
+    """Put up to 100 items atomically, each only if absent. False when any of them already existed.
+
+    Used off the hot path only (gap repair): transactions cost double and moto copies tables for them.
+    """
+    actions = [
+        {
+            "Put": {
+                "TableName": table.name,
+                "Item": serialize(item),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+        for item in items
+    ]
+    try:
+        with aws.translated("DynamoDB"):
+            table._client.transact_write_items(TransactItems=actions)
+    except ClientError as exc:
+        if aws.error_code(exc) == "TransactionCanceledException":
+            return False
+        raise
+    return True

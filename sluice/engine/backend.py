@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sluice.adapters.dynamo import Table
+from sluice.adapters.s3 import Bucket
 from sluice.adapters.ssm import SsmMirror
 from sluice.models import Shard
 from sluice.settings import Settings
@@ -22,6 +23,7 @@ class Backend:
     control: Table
     shard_tables: list[Table]
     mirror: SsmMirror
+    bucket: Bucket
     clock: Callable[[], int] = field(default=now_ms)
 
     @classmethod
@@ -32,6 +34,7 @@ class Backend:
             control=Table(settings.control_table, endpoint),
             shard_tables=[Table(name, endpoint) for name in settings.shard_tables],
             mirror=SsmMirror(settings.shard_map_prefix, endpoint),
+            bucket=Bucket(settings.segment_bucket, endpoint),
             clock=clock,
         )
 

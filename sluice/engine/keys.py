@@ -8,9 +8,9 @@ from sluice.offsets import seq_key
 # Control table
 QUEUE_SK = "QUEUE"
 QUEUE_INDEX_PK = "QUEUES"  # one item per queue under this key, for paged listing
-TOKENS_PK = "TOKENS"
+TOKENS_PK = "TOKENS"  # listing: one item per token id
+TOKEN_SK = "TOKEN"
 SECRET_PK, LEASE_SECRET_SK = "SECRET", "LEASE"
-GROUP_SK_PREFIX = "GROUP#"
 
 # Shard tables
 HEAD_SK = "HEAD"
@@ -23,8 +23,8 @@ def queue_pk(name: str) -> str:
     return f"Q#{name}"
 
 
-def group_sk(group: str) -> str:
-    return f"{GROUP_SK_PREFIX}{group}"
+def token_pk(digest: str) -> str:
+    return f"TOKEN#{digest}"
 
 
 def shard_pk(queue: Queue, shard_id: int) -> str:

@@ -13,7 +13,7 @@ from sluice import errors
 from sluice.adapters.dynamo import ConditionFailed
 from sluice.engine import keys
 from sluice.engine.backend import Backend
-from sluice.models import DEFAULT_GROUP, QUEUE_NAME_RE, Queue, QueueSettings, Shard
+from sluice.models import QUEUE_NAME_RE, Queue, QueueSettings, Shard
 
 MirrorReader = Callable[[str, bool], str | None]
 """(queue name, force fresh) → the mirrored queue document, or None when there is none."""
@@ -57,15 +57,10 @@ class QueueRegistry:
             next_shard_id=settings.min_shards,
         )
         try:
-            self.backend.control.put(
-                self._item(queue), condition="attribute_not_exists(pk)"
-            )
+            self.backend.control.put(self._item(queue), condition="attribute_not_exists(pk)")
         except ConditionFailed as exc:
             raise errors.QueueAlreadyExists(f"queue {name!r} already exists") from exc
         self.backend.control.put({"pk": keys.QUEUE_INDEX_PK, "sk": name, "created_ms": now})
-        self.backend.control.put(
-            {"pk": keys.queue_pk(name), "sk": keys.group_sk(DEFAULT_GROUP), "start_ms": 0, "created_ms": now}
-        )
         self.backend.mirror.write(name, queue.model_dump_json())
         if settings.dead_letter_queue:
             self.ensure(settings.dead_letter_queue)
@@ -119,7 +114,10 @@ class QueueRegistry:
         queue = self.get(name)
         try:
             self.backend.control.delete(
-                keys.queue_pk(name), keys.QUEUE_SK, condition="incarnation = :i", values={":i": queue.incarnation}
+                keys.queue_pk(name),
+                keys.QUEUE_SK,
+                condition="incarnation = :i",
+                values={":i": queue.incarnation},
             )
         except ConditionFailed as exc:
             raise errors.QueueNotFound(f"queue {name!r} not found") from exc

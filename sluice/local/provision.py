@@ -7,7 +7,9 @@ from sluice.adapters import aws
 from sluice.settings import Settings
 
 
-def provision(endpoint_url: str, stage: str = "local", shard_table_count: int = c.DEFAULT_SHARD_TABLE_COUNT) -> Settings:
+def provision(
+    endpoint_url: str, stage: str = "local", shard_table_count: int = c.DEFAULT_SHARD_TABLE_COUNT
+) -> Settings:
     """Tables, bucket and shard-map path of the stack, named for `stage`. Idempotent."""
     ddb = aws.client("dynamodb", endpoint_url)
     s3 = aws.client("s3", endpoint_url)

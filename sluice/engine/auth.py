@@ -1,0 +1,162 @@
+"""Bearer tokens: stored only as SHA-256 hashes, with scopes, bound to one queue or to all (`*`).
+
+Tokens carry 256 bits of randomness, so a fast hash is enough (no password stretching needed).
+Lookups are cached per process for a short TTL to keep them off the hot path; a revoked token
+stops working within that TTL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from sluice import errors
+from sluice.adapters.dynamo import ConditionFailed
+from sluice.engine import keys
+from sluice.engine.backend import Backend
+
+Scope = Literal["read", "write", "admin"]
+SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
+ALL_QUEUES = "*"
+TOKEN_PREFIX = "sluice_"
+
+
+@dataclass(frozen=True)
+class Principal:
+    token_id: str
+    queue: str
+    scopes: frozenset[str]
+
+    def allows(self, scope: Scope, queue: str | None) -> bool:
+        if "admin" in self.scopes and self.queue == ALL_QUEUES:
+            return True
+        if queue is not None and self.queue not in (ALL_QUEUES, queue):
+            return False
+        return scope in self.scopes or "admin" in self.scopes
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class TokenStore:
+    def __init__(self, backend: Backend, cache_ttl_seconds: float = 30.0) -> None:
+        self.backend = backend
+        self._ttl = cache_ttl_seconds
+        self._cache: dict[str, tuple[float, Principal | None]] = {}
+        self._lock = threading.Lock()
+
+    def create(self, queue: str, scopes: list[str], token: str | None = None) -> tuple[str, str]:
+        """(token_id, token). The token is shown once; only its hash is stored."""
+        unknown = sorted(set(scopes) - set(SCOPES))
+        if not scopes or unknown:
+            raise errors.InvalidRequest(f"scopes must be a non-empty list of {', '.join(SCOPES)}")
+        token = token or TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token_id = secrets.token_hex(8)
+        digest = _digest(token)
+        now = self.backend.clock()
+        try:
+            self.backend.control.put(
+                {
+                    "pk": keys.token_pk(digest),
+                    "sk": keys.TOKEN_SK,
+                    "token_id": token_id,
+                    "queue": queue,
+                    "scopes": sorted(set(scopes)),
+                    "created_ms": now,
+                },
+                condition="attribute_not_exists(pk)",
+            )
+        except ConditionFailed as exc:
+            existing = exc.item or {}
+            return existing.get("token_id", token_id), token  # the same secret was registered before
+        self.backend.control.put(
+            {
+                "pk": keys.TOKENS_PK,
+                "sk": token_id,
+                "digest": digest,
+                "queue": queue,
+                "scopes": sorted(set(scopes)),
+                "created_ms": now,
+            }
+        )
+        return token_id, token
+
+    def list(self) -> list[dict[str, object]]:
+        return [
+            {
+                "token_id": item["sk"],
+                "queue": item["queue"],
+                "scopes": item["scopes"],
+                "created_on": item["created_ms"],
+            }
+            for item in self.backend.control.query(keys.TOKENS_PK, consistent=True)
+        ]
+
+    def revoke(self, token_id: str) -> None:
+        item = self.backend.control.get(keys.TOKENS_PK, token_id)
+        if item is None:
+            raise errors.TokenNotFound(f"token {token_id!r} not found")
+        self.backend.control.delete(keys.token_pk(item["digest"]), keys.TOKEN_SK)
+        self.backend.control.delete(keys.TOKENS_PK, token_id)
+        with self._lock:
+            self._cache.pop(item["digest"], None)
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        """The principal of an `Authorization: Bearer <token>` header value, or Unauthorized."""
+        if not authorization:
+            raise errors.Unauthorized("missing token: send 'Authorization: Bearer <token>'")
+        scheme, _, token = authorization.strip().partition(" ")
+        token = token.strip() if scheme.lower() == "bearer" else authorization.strip()
+        if not token:
+            raise errors.Unauthorized("missing token: send 'Authorization: Bearer <token>'")
+        digest = _digest(token)
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(digest)
+        if cached and cached[0] > now:
+            principal = cached[1]
+        else:
+            item = self.backend.control.get(keys.token_pk(digest), keys.TOKEN_SK, consistent=False)
+            principal = None
+            if item is not None and hmac.compare_digest(item["pk"], keys.token_pk(digest)):
+                principal = Principal(item["token_id"], item["queue"], frozenset(item["scopes"]))
+            with self._lock:
+                self._cache[digest] = (now + self._ttl, principal)
+        if principal is None:
+            raise errors.Unauthorized("unknown or revoked token")
+        return principal
+
+    @staticmethod
+    def authorize(principal: Principal, scope: Scope, queue: str | None = None) -> None:
+        if not principal.allows(scope, queue):
+            raise errors.Forbidden(f"this token lacks the {scope!r} scope for this resource")
+
+
+class LeaseSecret:
+    """The HMAC key for lease ids: created once per deployment in the control table, cached forever."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self._value: bytes | None = None
+
+    def get(self) -> bytes:
+        if self._value is None:
+            item = self.backend.control.get(keys.SECRET_PK, keys.LEASE_SECRET_SK)
+            if item is None:
+                try:
+                    self.backend.control.put(
+                        {"pk": keys.SECRET_PK, "sk": keys.LEASE_SECRET_SK, "key": secrets.token_bytes(32)},
+                        condition="attribute_not_exists(pk)",
+                    )
+                except ConditionFailed:
+                    pass  # another process created it first: read theirs
+                item = self.backend.control.get(keys.SECRET_PK, keys.LEASE_SECRET_SK)
+            assert item is not None
+            self._value = item["key"]
+        return self._value

@@ -1,0 +1,443 @@
+"""Pull consumers: leases, acks, retries, lease extension, dead letters and gap repair.
+
+A pull reads the group's state and the head of a sample of shards in one BatchGetItem, scans fresh
+batch items on the shards with work, and commits each shard's new state with a conditional write on
+its version: concurrent pullers never lease the same message, the loser re-reads and tries again.
+The cost is per batch, not per message.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sluice import errors, faults
+from sluice.adapters.dynamo import ConditionFailed, Table, batch_get_across, put_all_absent
+from sluice.codec import StoredMessage, decode_batch
+from sluice.engine import keys
+from sluice.engine.backend import Backend
+from sluice.engine.groupstate import GroupState, Pending
+from sluice.engine.publish import Publisher, message_id
+from sluice.engine.queues import QueueDirectory
+from sluice.leases import Lease, LeaseSigner
+from sluice.models import AckResult, Delivery, OutgoingMessage, PullResult, Queue, Shard
+
+SHARDS_PER_PULL = 8  # shards sampled per pull: one BatchGetItem of 2 items each
+MAX_PENDING = 5_000  # leased + delayed messages per shard and group: bounds the state item
+GAP_WAIT_MS = 15_000  # a sequence allocated this long ago and never written is sealed as a gap
+_ITEMS_PER_QUERY = 8
+_MAX_COMMIT_ATTEMPTS = 12
+
+
+@dataclass
+class RetryRequest:
+    lease_id: str
+    delay_seconds: int | None = None
+
+
+@dataclass
+class _ShardView:
+    shard: Shard
+    table: Table
+    pk: str
+    state: GroupState
+    head_next: int
+    head_ts: int
+    dirty: bool = False  # the state changed and must be committed
+
+    @property
+    def work(self) -> int:
+        return self.head_next - self.state.read + len(self.state.pending)
+
+
+class Consumer:
+    def __init__(
+        self, backend: Backend, directory: QueueDirectory, publisher: Publisher, signer: LeaseSigner
+    ) -> None:
+        self.backend = backend
+        self.directory = directory
+        self.publisher = publisher
+        self.signer = signer
+
+    # --- pull ---------------------------------------------------------------------------------------------
+
+    def pull(
+        self,
+        queue_name: str,
+        *,
+        group: str,
+        batch_size: int,
+        visibility_ms: int | None = None,
+        wait_ms: int = 0,
+    ) -> PullResult:
+        """Lease up to `batch_size` messages; with `wait_ms`, wait for the first ones to arrive."""
+        deadline = time.monotonic() + wait_ms / 1000
+        delay = 0.05
+        while True:
+            result = self._pull_once(queue_name, group, batch_size, visibility_ms)
+            if result.messages or time.monotonic() >= deadline:
+                return result
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 1.0)
+
+    def _pull_once(
+        self, queue_name: str, group: str, batch_size: int, visibility_ms: int | None
+    ) -> PullResult:
+        queue = self.directory.get(queue_name)
+        if queue.paused:
+            raise errors.QueuePaused(f"queue {queue_name!r} is paused; resume it to pull")
+        if group not in queue.groups:
+            raise errors.ConsumerGroupNotFound(f"consumer group {group!r} not found on queue {queue_name!r}")
+        vis = visibility_ms or queue.settings.visibility_timeout_ms
+        shards = queue.readable_shards
+        sample = random.sample(shards, min(SHARDS_PER_PULL, len(shards)))
+        views = self._read_views(queue, sample, group)
+        backlog = sum(v.work for v in views)
+        if len(sample) < len(shards) and sample:
+            backlog = backlog * len(shards) // len(sample)  # an estimate when not every shard was read
+        deliveries: list[Delivery] = []
+        for view in sorted(views, key=lambda v: -v.work):
+            if len(deliveries) >= batch_size or view.work <= 0:
+                break
+            deliveries += self._pull_shard(queue, view, group, batch_size - len(deliveries), vis)
+        return PullResult(messages=deliveries, message_backlog_count=max(0, backlog - len(deliveries)))
+
+    def _read_views(self, queue: Queue, shards: Sequence[Shard], group: str) -> list[_ShardView]:
+        requests: dict[Table, list[tuple[str, str]]] = {}
+        for shard in shards:
+            pk = keys.shard_pk(queue, shard.id)
+            requests.setdefault(self.backend.table_for(shard), []).extend(
+                [(pk, keys.HEAD_SK), (pk, keys.group_state_sk(group))]
+            )
+        items = batch_get_across(requests)
+        views = []
+        for shard in shards:
+            table = self.backend.table_for(shard)
+            pk = keys.shard_pk(queue, shard.id)
+            head = items.get((table.name, pk, keys.HEAD_SK), {})
+            state = _state_from(items.get((table.name, pk, keys.group_state_sk(group))))
+            views.append(_ShardView(shard, table, pk, state, head.get("next", 0), head.get("ts", 0)))
+        return views
+
+    def _reread(self, queue: Queue, view: _ShardView, group: str) -> _ShardView:
+        return self._read_views(queue, [view.shard], group)[0]
+
+    def _pull_shard(self, queue: Queue, view: _ShardView, group: str, want: int, vis: int) -> list[Delivery]:
+        for attempt in range(_MAX_COMMIT_ATTEMPTS):
+            if attempt:
+                time.sleep(random.uniform(0, 0.005 * 2 ** min(attempt, 6)))
+                view = self._reread(queue, view, group)
+            now = self.backend.clock()
+            state = view.state
+            old_version = state.version
+            deliveries: list[Delivery] = []
+            self._take_due(queue, view, group, want, vis, now, deliveries)
+            if len(deliveries) < want and len(state.pending) < MAX_PENDING:
+                self._take_fresh(queue, view, group, want, vis, now, deliveries)
+            if not view.dirty:
+                return []
+            try:
+                self._commit(view, group, old_version)
+            except ConditionFailed:
+                continue
+            return deliveries
+        raise errors.Conflict("too many consumers are pulling this shard at once; retry")
+
+    def _take_due(
+        self, queue: Queue, view: _ShardView, group: str, want: int, vis: int, now: int, out: list[Delivery]
+    ) -> None:
+        state = view.state
+        due = state.due(now)
+        if not due:
+            return
+        max_deliveries = max(1, queue.settings.max_retries)
+        exhausted = [
+            s for s in due if state.pending[s].leased and state.pending[s].attempts >= max_deliveries
+        ]
+        redeliver = [s for s in due if s not in set(exhausted)][:want]
+        messages = self._load(view, {state.pending[s].item for s in exhausted + redeliver})
+        if exhausted:
+            self._dead_letter(queue, view, exhausted, messages)
+        for seq in redeliver:
+            entry = state.pending[seq]
+            entry.attempts += 1
+            entry.due_ms = now + vis
+            entry.leased = True
+            out.append(self._delivery(queue, view, group, seq, entry, messages))
+        view.dirty = True
+
+    def _take_fresh(
+        self, queue: Queue, view: _ShardView, group: str, want: int, vis: int, now: int, out: list[Delivery]
+    ) -> None:
+        state = view.state
+        start_ms = queue.groups.get(group, 0)
+        if state.read >= view.head_next:
+            return
+        items = view.table.query(
+            view.pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=_ITEMS_PER_QUERY
+        )
+        for item in items:
+            first, count = keys.seq_of(item["sk"]), item["n"]
+            if first + count <= state.read:
+                continue
+            if first > state.read:  # allocated but never written: wait, then seal
+                if now - item["ts"] < GAP_WAIT_MS or not self._seal_gap(view, state.read, first):
+                    return
+                state.read = state.read_item = first
+                view.dirty = True
+            if item.get("gap"):
+                state.read = state.read_item = first + count
+                view.dirty = True
+                continue
+            state.read_item = first
+            stored = list(decode_batch(item["d"]))
+            for seq in range(state.read, first + count):
+                if len(out) >= want or len(state.pending) >= MAX_PENDING:
+                    return
+                msg = stored[seq - first]
+                state.read = seq + 1
+                view.dirty = True
+                if item["ts"] < start_ms:
+                    continue  # before the group's start
+                if msg.visible_at_ms > now:
+                    state.pending[seq] = Pending(
+                        item=first, due_ms=msg.visible_at_ms, attempts=0, leased=False
+                    )
+                    continue
+                entry = Pending(item=first, due_ms=now + vis, attempts=1, leased=True)
+                state.pending[seq] = entry
+                out.append(self._delivery(queue, view, group, seq, entry, {first: (item["ts"], stored)}))
+            state.read_item = first + count
+        if state.read < view.head_next and now - view.head_ts >= GAP_WAIT_MS:
+            # The tail was allocated long ago and never written: seal it so readers move on.
+            if self._seal_gap(view, state.read, view.head_next):
+                state.read = state.read_item = view.head_next
+                view.dirty = True
+
+    def _seal_gap(self, view: _ShardView, start: int, end: int) -> bool:
+        """Tombstone every sequence in [start, end): a late writer's put at any of them then fails.
+
+        Each sequence gets its own tombstone because allocation boundaries are unknown to readers.
+        """
+        ttl = int(self.backend.clock() / 1000) + 86_400
+        for lo in range(start, end, 100):
+            tombstones = [
+                {"pk": view.pk, "sk": keys.msg_sk(seq), "n": 1, "ts": 0, "gap": True, "exp": ttl}
+                for seq in range(lo, min(end, lo + 100))
+            ]
+            if not put_all_absent(view.table, tombstones):
+                return False
+        return True
+
+    # --- ack, retry, extend -----------------------------------------------------------------------------
+
+    def ack(self, queue_name: str, acks: Iterable[str], retries: Iterable[RetryRequest] = ()) -> AckResult:
+        queue = self.directory.get(queue_name)
+        warnings: list[str] = []
+        ops: dict[tuple[str, int], list[tuple[str, Lease, int | None]]] = {}
+        requested = [("ack", a, None) for a in acks] + [
+            ("retry", r.lease_id, r.delay_seconds) for r in retries
+        ]
+        for kind, lease_id, delay in requested:
+            lease = self.signer.verify(queue.lease_key, lease_id)
+            if lease is None:
+                warnings.append(
+                    f"lease_id {lease_id!r} is not a valid lease on queue {queue.name!r}; ignored"
+                )
+                continue
+            ops.setdefault((lease.group, lease.shard), []).append((kind, lease, delay))
+        acked = retried = 0
+        for (group, shard_id), shard_ops in ops.items():
+            a, r, w = self._apply(queue, group, shard_id, shard_ops)
+            acked, retried = acked + a, retried + r
+            warnings += w
+        return AckResult(ack_count=acked, retry_count=retried, warnings=warnings)
+
+    def extend(self, queue_name: str, lease_ids: Iterable[str], visibility_ms: int) -> AckResult:
+        """Push lease deadlines `visibility_ms` from now (SQS ChangeMessageVisibility)."""
+        queue = self.directory.get(queue_name)
+        warnings: list[str] = []
+        ops: dict[tuple[str, int], list[tuple[str, Lease, int | None]]] = {}
+        for lease_id in lease_ids:
+            lease = self.signer.verify(queue.lease_key, lease_id)
+            if lease is None:
+                warnings.append(
+                    f"lease_id {lease_id!r} is not a valid lease on queue {queue.name!r}; ignored"
+                )
+                continue
+            ops.setdefault((lease.group, lease.shard), []).append(("extend", lease, visibility_ms))
+        extended = 0
+        for (group, shard_id), shard_ops in ops.items():
+            count, _, w = self._apply(queue, group, shard_id, shard_ops)
+            extended += count
+            warnings += w
+        return AckResult(ack_count=extended, retry_count=0, warnings=warnings)
+
+    def _apply(
+        self, queue: Queue, group: str, shard_id: int, ops: list[tuple[str, Lease, int | None]]
+    ) -> tuple[int, int, list[str]]:
+        shard = queue.shard(shard_id)
+        if shard is None or group not in queue.groups:
+            return (
+                0,
+                0,
+                [f"lease on shard {shard_id} of group {group!r} no longer exists; ignored"] * len(ops),
+            )
+        max_deliveries = max(1, queue.settings.max_retries)
+        for attempt in range(_MAX_COMMIT_ATTEMPTS):
+            if attempt:
+                time.sleep(random.uniform(0, 0.005 * 2 ** min(attempt, 6)))
+            view = self._read_views(queue, [shard], group)[0]
+            state, now = view.state, self.backend.clock()
+            old_version = state.version
+            done = retried = 0
+            warnings: list[str] = []
+            exhausted: list[int] = []
+            for kind, lease, value in ops:
+                entry = state.pending.get(lease.seq)
+                if entry is None:
+                    warnings.append(
+                        f"message {message_id(queue, shard_id, lease.seq)} is already acked or gone; ignored"
+                    )
+                    continue
+                if kind == "ack":
+                    del state.pending[lease.seq]
+                    done += 1
+                elif kind == "extend":
+                    if not entry.leased or entry.attempts != lease.attempt:
+                        warnings.append(
+                            f"lease for message {message_id(queue, shard_id, lease.seq)} has expired; "
+                            "the message was or will be delivered again"
+                        )
+                        continue
+                    entry.due_ms = now + (value or 0)
+                    done += 1
+                else:
+                    retried += 1
+                    if entry.attempts >= max_deliveries:
+                        exhausted.append(lease.seq)
+                        continue
+                    delay = queue.settings.retry_delay_seconds if value is None else value
+                    entry.leased, entry.due_ms = False, now + delay * 1000
+            if exhausted:
+                messages = self._load(view, {state.pending[s].item for s in exhausted})
+                self._dead_letter(queue, view, exhausted, messages)
+            if done == retried == 0:
+                return 0, 0, warnings
+            try:
+                self._commit(view, group, old_version)
+            except ConditionFailed:
+                continue
+            return done, retried, warnings
+        raise errors.Conflict("too many consumers are acking this shard at once; retry")
+
+    # --- helpers ----------------------------------------------------------------------------------------
+
+    def _commit(self, view: _ShardView, group: str, old_version: int) -> None:
+        state = view.state
+        item = {
+            "pk": view.pk,
+            "sk": keys.group_state_sk(group),
+            "ver": old_version + 1,
+            "s": state.encode(),
+        }
+        if old_version == 0:
+            view.table.put(item, condition="attribute_not_exists(pk)")
+        else:
+            view.table.put(item, condition="ver = :v", values={":v": old_version})
+        state.version = old_version + 1
+
+    def _load(self, view: _ShardView, item_starts: set[int]) -> dict[int, tuple[int, list[StoredMessage]]]:
+        """The batch items starting at `item_starts`: {first seq: (timestamp, messages)}."""
+        if not item_starts:
+            return {}
+        found = batch_get_across(
+            {view.table: [(view.pk, keys.msg_sk(s)) for s in sorted(item_starts)]}, consistent=False
+        )
+        return {
+            keys.seq_of(item["sk"]): (item["ts"], list(decode_batch(item["d"])))
+            for item in found.values()
+            if not item.get("gap")
+        }
+
+    def _message(
+        self, view: _ShardView, seq: int, entry: Pending, messages: dict[int, tuple[int, list[StoredMessage]]]
+    ) -> tuple[int, StoredMessage] | None:
+        loaded = messages.get(entry.item)
+        if loaded is None:
+            return None
+        timestamp, stored = loaded
+        msg = stored[seq - entry.item]
+        if msg.overflow_key:
+            body = self.backend.bucket.get(msg.overflow_key) or b""
+            msg = StoredMessage(**{**msg.__dict__, "body": body, "overflow_key": None})
+        return timestamp, msg
+
+    def _delivery(
+        self,
+        queue: Queue,
+        view: _ShardView,
+        group: str,
+        seq: int,
+        entry: Pending,
+        messages: dict[int, tuple[int, list[StoredMessage]]],
+    ) -> Delivery:
+        found = self._message(view, seq, entry, messages)
+        timestamp, msg = found if found else (0, StoredMessage(body=b"null"))
+        lease = Lease(shard=view.shard.id, seq=seq, attempt=entry.attempts, group=group)
+        return Delivery(
+            id=message_id(queue, view.shard.id, seq),
+            body=msg.body,
+            content_type=msg.content_type,  # type: ignore[arg-type]
+            timestamp_ms=timestamp,
+            attempts=entry.attempts,
+            lease_id=self.signer.sign(queue.lease_key, lease),
+            partition_key=msg.partition_key,
+            attributes=msg.attributes,
+            shard=view.shard.id,
+            seq=seq,
+        )
+
+    def _dead_letter(
+        self,
+        queue: Queue,
+        view: _ShardView,
+        seqs: list[int],
+        messages: dict[int, tuple[int, list[StoredMessage]]],
+    ) -> None:
+        """Publish exhausted messages to the DLQ, then drop them from pending (the caller commits).
+
+        Publish first: a crash before the state commit leaves the message pending, so it is moved
+        again — at most a duplicate in the DLQ, never a loss.
+        """
+        state = view.state
+        dlq = queue.settings.dead_letter_queue
+        if dlq:
+            outgoing = []
+            for seq in seqs:
+                found = self._message(view, seq, state.pending[seq], messages)
+                if found is None:
+                    continue
+                _, msg = found
+                outgoing.append(
+                    OutgoingMessage(
+                        body=msg.body,
+                        content_type=msg.content_type,  # type: ignore[arg-type]
+                        partition_key=msg.partition_key,
+                        attributes={**msg.attributes, "sluice-source-queue": queue.name},
+                    )
+                )
+            for start in range(0, len(outgoing), 100):
+                self.publisher.publish(dlq, outgoing[start : start + 100])
+            faults.crash_point(faults.DLQ_AFTER_WRITE)
+        for seq in seqs:
+            del state.pending[seq]
+
+
+def _state_from(item: dict[str, Any] | None) -> GroupState:
+    if item is None:
+        return GroupState()
+    return GroupState.decode(item["s"], item["ver"])

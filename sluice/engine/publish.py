@@ -1,0 +1,254 @@
+"""The publish path: two sequential DynamoDB writes per shard touched, no transactions.
+
+1. Allocate a contiguous sequence range on the shard's head item with one conditional update. The
+   condition is the fencing token: it fails on a sealed shard, on a producer version older than the
+   one stored, and when another broker's clock ran ahead (offset timestamps never go backwards).
+2. Write the batch as items of at most ~350 KB, each keyed by its first sequence, with
+   `attribute_not_exists`: a slot that gap repair already tombstoned rejects the late write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sluice import errors, faults, offsets
+from sluice.adapters.dynamo import ConditionFailed
+from sluice.codec import StoredMessage, encode_batch, encoded_size
+from sluice.engine import keys
+from sluice.engine.backend import Backend
+from sluice.engine.queues import QueueDirectory
+from sluice.models import MAX_BATCH_MESSAGES, MAX_REQUEST_BYTES, OutgoingMessage, PublishResult, Queue, Shard
+
+ITEM_BYTES = 350 * 1024  # DynamoDB items stop at 400 KB; keep room for keys and attributes
+OVERFLOW_BYTES = 256 * 1024  # a larger body goes to S3 and the item keeps a pointer
+_MAX_ALLOCATE_ATTEMPTS = 6
+
+
+def message_id(queue: Queue, shard_id: int, seq: int) -> str:
+    """Derived, not stored: unique per queue incarnation, and it names where the message lives."""
+    return f"{queue.incarnation}{shard_id:04x}{seq:012x}"
+
+
+def parse_message_id(queue: Queue, message_id_: str) -> tuple[int, int] | None:
+    if len(message_id_) != 24 or not message_id_.startswith(queue.incarnation):
+        return None
+    try:
+        return int(message_id_[8:12], 16), int(message_id_[12:], 16)
+    except ValueError:
+        return None
+
+
+def shard_for_key(shards: Sequence[Shard], partition_key: str) -> Shard:
+    """Stable hash of the partition key over the open shards (ordered queues)."""
+    ordered = sorted(shards, key=lambda s: s.id)
+    digest = hashlib.blake2b(partition_key.encode(), digest_size=8).digest()
+    return ordered[int.from_bytes(digest, "big") % len(ordered)]
+
+
+@dataclass
+class Allocation:
+    first_seq: int
+    timestamp_ms: int
+
+
+class Publisher:
+    def __init__(self, backend: Backend, directory: QueueDirectory) -> None:
+        self.backend = backend
+        self.directory = directory
+
+    def publish(
+        self,
+        queue_name: str,
+        messages: Sequence[OutgoingMessage],
+        *,
+        version: int | None = None,
+    ) -> PublishResult:
+        """Store `messages` durably, in order, and return their ids and offsets."""
+        queue = self.directory.get(queue_name)
+        self.check_batch(queue, messages)
+        result = PublishResult(message_ids=[], offsets=[], shard=-1)
+        for group in self._split_by_shard(queue, messages):
+            part = self._publish_to_one_shard(queue, group, version)
+            result.message_ids += part.message_ids
+            result.offsets += part.offsets
+            result.shard = part.shard
+        return result
+
+    def bump_version(self, queue_name: str, version: int, shard_id: int = 0) -> int:
+        """Store a producer version without publishing (Durable Streams' empty POST)."""
+        queue = self.directory.get(queue_name)
+        shard = queue.shard(shard_id) or queue.open_shards[0]
+        self._allocate(queue, shard, 0, version)
+        return version
+
+    @staticmethod
+    def check_batch(queue: Queue, messages: Sequence[OutgoingMessage]) -> None:
+        if not messages:
+            raise errors.InvalidRequest("send at least one message")
+        if len(messages) > MAX_BATCH_MESSAGES:
+            raise errors.BatchTooLarge(
+                f"a request holds at most {MAX_BATCH_MESSAGES} messages, got {len(messages)}; split it"
+            )
+        limit = queue.settings.max_message_bytes
+        total = 0
+        for index, msg in enumerate(messages):
+            size = len(msg.body)
+            total += size
+            if size > limit:
+                raise errors.MessageTooLarge(
+                    f"message {index} is {size} bytes; queue {queue.name!r} accepts at most {limit}"
+                )
+        if total > MAX_REQUEST_BYTES:
+            raise errors.RequestTooLarge(
+                f"the messages add up to {total} bytes; one request carries at most {MAX_REQUEST_BYTES}"
+            )
+
+    def _split_by_shard(
+        self, queue: Queue, messages: Sequence[OutgoingMessage]
+    ) -> list[list[OutgoingMessage]]:
+        """Unordered queues: all on one random open shard. Ordered: one group per key's shard, in order."""
+        if not queue.settings.ordered:
+            return [list(messages)]
+        groups: dict[int, list[OutgoingMessage]] = {}
+        for msg in messages:
+            shard = shard_for_key(queue.open_shards, msg.partition_key or "")
+            groups.setdefault(shard.id, []).append(msg)
+        return list(groups.values())
+
+    def _pick_shard(self, queue: Queue, messages: Sequence[OutgoingMessage]) -> Shard:
+        if not queue.open_shards:
+            raise errors.DependencyUnavailable(f"queue {queue.name!r} has no open shard; retry shortly")
+        if queue.settings.ordered:
+            return shard_for_key(queue.open_shards, messages[0].partition_key or "")
+        return random.choice(queue.open_shards)
+
+    def _publish_to_one_shard(
+        self, queue: Queue, messages: Sequence[OutgoingMessage], version: int | None
+    ) -> PublishResult:
+        for _ in range(_MAX_ALLOCATE_ATTEMPTS):
+            shard = self._pick_shard(queue, messages)
+            try:
+                alloc = self._allocate(queue, shard, len(messages), version)
+            except _ShardSealed:
+                queue = self.directory.refresh(queue.name, queue.version)
+                continue
+            faults.crash_point(faults.PUBLISH_AFTER_ALLOCATE)
+            self._write(queue, shard, alloc, messages)
+            seqs = range(alloc.first_seq, alloc.first_seq + len(messages))
+            return PublishResult(
+                message_ids=[message_id(queue, shard.id, s) for s in seqs],
+                offsets=[offsets.encode(alloc.timestamp_ms, s) for s in seqs],
+                shard=shard.id,
+            )
+        raise errors.DependencyUnavailable(f"queue {queue.name!r} is resharding; retry shortly")
+
+    def _allocate(self, queue: Queue, shard: Shard, count: int, version: int | None) -> Allocation:
+        table = self.backend.table_for(shard)
+        pk = keys.shard_pk(queue, shard.id)
+        now = self.backend.clock()
+        for _ in range(_MAX_ALLOCATE_ATTEMPTS):
+            expression = "SET #n = if_not_exists(#n, :zero) + :count, #ts = :now"
+            condition = "attribute_not_exists(#sealed) AND (attribute_not_exists(#ts) OR #ts <= :now)"
+            names = {"#n": "next", "#ts": "ts", "#sealed": "sealed"}
+            values: dict[str, Any] = {":zero": 0, ":count": count, ":now": now}
+            if version is not None:
+                expression += ", #pv = :pv"
+                condition += " AND (attribute_not_exists(#pv) OR #pv <= :pv)"
+                names["#pv"] = "pver"
+                values[":pv"] = version
+            try:
+                new = table.update(
+                    pk,
+                    keys.HEAD_SK,
+                    expression,
+                    condition=condition,
+                    names=names,
+                    values=values,
+                    returns="UPDATED_NEW",
+                )
+            except ConditionFailed as exc:
+                head = exc.item or {}
+                if head.get("sealed"):
+                    raise _ShardSealed from exc
+                if version is not None and head.get("pver", 0) > version:
+                    raise errors.ProducerFenced(
+                        "Producer version too old",
+                        current_version=head["pver"],
+                        provided_version=version,
+                    ) from exc
+                now = max(now, head.get("ts", now))  # another broker's clock ran ahead: follow it
+                continue
+            assert new is not None
+            return Allocation(first_seq=new["next"] - count, timestamp_ms=now)
+        raise errors.DependencyUnavailable("the shard head is contended; retry shortly")
+
+    def _write(
+        self, queue: Queue, shard: Shard, alloc: Allocation, messages: Sequence[OutgoingMessage]
+    ) -> None:
+        table = self.backend.table_for(shard)
+        pk = keys.shard_pk(queue, shard.id)
+        default_delay = queue.settings.delivery_delay_seconds
+        stored: list[StoredMessage] = []
+        for offset_in_batch, msg in enumerate(messages):
+            seq = alloc.first_seq + offset_in_batch
+            delay = msg.delay_seconds or default_delay
+            body, overflow_key = msg.body, None
+            if len(body) > OVERFLOW_BYTES:
+                overflow_key = f"overflow/{pk}/{offsets.seq_key(seq)}"
+                self.backend.bucket.put(overflow_key, body)
+                body = b""
+            stored.append(
+                StoredMessage(
+                    body=body,
+                    content_type=msg.content_type,
+                    partition_key=msg.partition_key,
+                    attributes=msg.attributes,
+                    visible_at_ms=alloc.timestamp_ms + delay * 1000 if delay else 0,
+                    overflow_key=overflow_key,
+                )
+            )
+        expires = None
+        if not queue.settings.bottomless:
+            expires = (alloc.timestamp_ms // 1000) + queue.settings.retention_seconds
+        for first, chunk in _pack(alloc.first_seq, stored):
+            item: dict[str, Any] = {
+                "pk": pk,
+                "sk": keys.msg_sk(first),
+                "n": len(chunk),
+                "ts": alloc.timestamp_ms,
+                "d": encode_batch(chunk),
+            }
+            if expires is not None:
+                item["exp"] = expires
+            try:
+                table.put(item, condition="attribute_not_exists(pk)")
+            except ConditionFailed as exc:
+                raise errors.WriteRaced(
+                    "the send stalled so long that its slot was sealed as a gap; nothing was stored, retry"
+                ) from exc
+
+
+def _pack(first_seq: int, stored: Sequence[StoredMessage]) -> list[tuple[int, list[StoredMessage]]]:
+    """Split into items under ITEM_BYTES, each keyed by its first sequence."""
+    chunks: list[tuple[int, list[StoredMessage]]] = []
+    current: list[StoredMessage] = []
+    size = 0
+    start = first_seq
+    for index, msg in enumerate(stored):
+        msg_size = encoded_size(msg)
+        if current and size + msg_size > ITEM_BYTES:
+            chunks.append((start, current))
+            start, current, size = first_seq + index, [], 0
+        current.append(msg)
+        size += msg_size
+    if current:
+        chunks.append((start, current))
+    return chunks
+
+
+class _ShardSealed(Exception):
+    """The head refused the allocation because the coordinator sealed the shard."""

@@ -1,0 +1,54 @@
+"""The engine assembled: one object per process that handlers, the CLI, jobs and tests call into."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cached_property
+
+from sluice.engine.auth import LeaseSecret, TokenStore
+from sluice.engine.backend import Backend, now_ms
+from sluice.engine.consume import Consumer
+from sluice.engine.publish import Publisher
+from sluice.engine.queues import MirrorReader, QueueDirectory, QueueRegistry
+from sluice.leases import LeaseSigner
+from sluice.settings import Settings
+
+
+class Sluice:
+    """Wires the engine parts over one Backend.
+
+    `read_mirror` is how hot paths read queue documents: Lambdas pass a cached SSM reader (Powertools
+    parameters); without one, reads go to SSM every time (tools and tests).
+    """
+
+    def __init__(self, backend: Backend, read_mirror: MirrorReader | None = None) -> None:
+        self.backend = backend
+        self._read_mirror = read_mirror or (lambda name, _force: backend.mirror.read(name))
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, read_mirror: MirrorReader | None = None, clock: Callable[[], int] = now_ms
+    ) -> Sluice:
+        return cls(Backend.from_settings(settings, clock), read_mirror)
+
+    @cached_property
+    def queues(self) -> QueueRegistry:
+        return QueueRegistry(self.backend)
+
+    @cached_property
+    def directory(self) -> QueueDirectory:
+        return QueueDirectory(self.queues, self._read_mirror)
+
+    @cached_property
+    def publisher(self) -> Publisher:
+        return Publisher(self.backend, self.directory)
+
+    @cached_property
+    def consumer(self) -> Consumer:
+        return Consumer(
+            self.backend, self.directory, self.publisher, LeaseSigner(LeaseSecret(self.backend).get())
+        )
+
+    @cached_property
+    def tokens(self) -> TokenStore:
+        return TokenStore(self.backend, self.backend.settings.token_cache_ttl_seconds)
