@@ -59,35 +59,44 @@ COORDINATOR_SCHEDULE_MINUTES: Final = 1
 
 
 # --- HTTP routes -----------------------------------------------------------------------------------------
+READ, WRITE, ADMIN = "read", "write", "admin"
+
+
 @dataclass(frozen=True)
 class Route:
-    """One HTTP API route: API Gateway syntax (`{name}`, greedy `{name+}`) and the function serving it."""
+    """One HTTP API route: API Gateway syntax (`{name}`, greedy `{name+}`), the function serving it,
+    and the token scopes it needs (checked before anything else; `queue_param` names the path
+    parameter that holds the queue the token must be bound to)."""
 
     method: str
     path: str
     function: str
+    scopes: tuple[str, ...]
+    queue_param: str | None = None
+
+    @property
+    def route_key(self) -> str:
+        """API Gateway's `routeKey` for this route."""
+        return f"{self.method} {self.path}"
 
 
+_QP = "queue_name"
 _V1_Q = "/v1/queues/{queue_name}"
-_CF_Q = "/client/v4/accounts/{account_id}/queues/{queue_id}"
 
 ROUTES: Final[tuple[Route, ...]] = (
     # Queue administration, tokens and operations: the broker (control-plane writes are rare).
-    Route("POST", "/v1/queues", FN_BROKER),
-    Route("GET", "/v1/queues", FN_BROKER),
-    Route("GET", _V1_Q, FN_BROKER),
-    Route("PATCH", _V1_Q, FN_BROKER),
-    Route("DELETE", _V1_Q, FN_BROKER),
-    Route("POST", "/v1/tokens", FN_BROKER),
-    Route("GET", "/v1/tokens", FN_BROKER),
-    Route("DELETE", "/v1/tokens/{token_id}", FN_BROKER),
+    Route("POST", "/v1/queues", FN_BROKER, (ADMIN,)),
+    Route("GET", "/v1/queues", FN_BROKER, (ADMIN,)),
+    Route("GET", _V1_Q, FN_BROKER, (READ,), _QP),
+    Route("PATCH", _V1_Q, FN_BROKER, (ADMIN,), _QP),
+    Route("DELETE", _V1_Q, FN_BROKER, (ADMIN,), _QP),
+    Route("POST", "/v1/tokens", FN_BROKER, (ADMIN,)),
+    Route("GET", "/v1/tokens", FN_BROKER, (ADMIN,)),
+    Route("DELETE", "/v1/tokens/{token_id}", FN_BROKER, (ADMIN,)),
     # Sending.
-    Route("POST", f"{_V1_Q}/messages", FN_BROKER),
-    Route("POST", f"{_CF_Q}/messages", FN_BROKER),
-    Route("POST", f"{_CF_Q}/messages/batch", FN_BROKER),
-    # Pull consumers.
-    Route("POST", f"{_V1_Q}/messages/pull", FN_CONSUMER),
-    Route("POST", f"{_V1_Q}/messages/ack", FN_CONSUMER),
-    Route("POST", f"{_CF_Q}/messages/pull", FN_CONSUMER),
-    Route("POST", f"{_CF_Q}/messages/ack", FN_CONSUMER),
+    Route("POST", f"{_V1_Q}/messages", FN_BROKER, (WRITE,), _QP),
+    # Pull consumers: acks change state, so they need write too (as Cloudflare's pull consumers do).
+    Route("POST", f"{_V1_Q}/messages/pull", FN_CONSUMER, (READ,), _QP),
+    Route("POST", f"{_V1_Q}/messages/ack", FN_CONSUMER, (READ, WRITE), _QP),
+    Route("POST", f"{_V1_Q}/messages/lease", FN_CONSUMER, (READ, WRITE), _QP),
 )

@@ -11,7 +11,7 @@ PUBLISH_AFTER_ALLOCATE = "publish.after_allocate"
 DLQ_AFTER_WRITE = "dlq.after_write"
 
 
-class InjectedCrash(BaseException):  # noqa: N818 - a BaseException so no `except Exception` swallows it
+class InjectedCrash(BaseException):
     """Simulates the process dying at a crash point."""
 
 

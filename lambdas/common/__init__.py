@@ -1,1 +1,1 @@
-"""Lambda handlers: parse, one call into sluice, map the result."""
+"""What every HTTP handler shares: the resolver factory, the error registry, auth and the engine."""

@@ -192,6 +192,8 @@ class Table:
         elif sk_to is not None:
             cond += " AND #sk <= :hi"
             values[":hi"] = sk_to
+        if "#sk" not in cond:
+            del names["#sk"]
         kwargs: dict[str, Any] = {
             "TableName": self.name,
             "KeyConditionExpression": cond,

@@ -15,7 +15,7 @@ class Bucket:
         self._endpoint_url = endpoint_url
 
     @property
-    def _client(self):  # noqa: ANN202 - a boto3 client
+    def _client(self):
         return aws.client("s3", self._endpoint_url)
 
     def put(self, key: str, data: bytes) -> None:

@@ -103,7 +103,7 @@ class Consumer:
             if len(deliveries) >= batch_size or view.work <= 0:
                 break
             deliveries += self._pull_shard(queue, view, group, batch_size - len(deliveries), vis)
-        return PullResult(messages=deliveries, message_backlog_count=max(0, backlog - len(deliveries)))
+        return PullResult(messages=deliveries, message_backlog_count=backlog)  # unacked, in flight included
 
     def _read_views(self, queue: Queue, shards: Sequence[Shard], group: str) -> list[_ShardView]:
         requests: dict[Table, list[tuple[str, str]]] = {}

@@ -1,0 +1,88 @@
+"""The one exception-to-HTTP registry: every domain error's status, and the error envelope."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+
+from sluice import errors
+
+logger = Logger(child=True)
+
+# Most specific first: the first class an exception is an instance of decides its status.
+STATUS: tuple[tuple[type[errors.SluiceError], int], ...] = (
+    (errors.Unauthorized, 401),
+    (errors.Forbidden, 403),
+    (errors.MessageTooLarge, 413),
+    (errors.RequestTooLarge, 413),
+    (errors.QueueNotFound, 404),
+    (errors.ConsumerGroupNotFound, 404),
+    (errors.TokenNotFound, 404),
+    (errors.NotFound, 404),
+    (errors.QueueAlreadyExists, 409),
+    (errors.ConsumerGroupAlreadyExists, 409),
+    (errors.QueuePaused, 409),
+    (errors.ProducerFenced, 409),
+    (errors.Conflict, 409),
+    (errors.Throttled, 429),
+    (errors.DependencyUnavailable, 503),
+    (errors.InvalidRequest, 400),
+)
+INTERNAL_ERROR_CODE = 10500
+
+
+def status_of(exc: errors.SluiceError) -> int:
+    return next((status for cls, status in STATUS if isinstance(exc, cls)), 500)
+
+
+def envelope(result: Any = None, *, errors_: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"success": not errors_, "errors": errors_ or [], "messages": [], "result": result}
+
+
+def error_response(status: int, code: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=envelope(errors_=[{"code": code, "message": message}]),
+        headers=headers or {},
+    )
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
+    first = exc.errors()[0] if exc.errors() else {}
+    if first.get("type") == "json_invalid":
+        return errors.MalformedJson.code, "the request body is not valid JSON"
+    where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
+    return errors.InvalidRequest.code, f"invalid {where}: {first.get('msg', 'bad value')}"
+
+
+def register(app: APIGatewayHttpResolver) -> None:
+    """Install the handlers: domain errors, validation errors, unknown routes, and bugs (500)."""
+
+    @app.exception_handler(errors.SluiceError)
+    def _domain(exc: errors.SluiceError) -> Response:
+        headers = {}
+        if isinstance(exc, errors.Throttled | errors.DependencyUnavailable):
+            headers["Retry-After"] = str(exc.retry_after_seconds)
+        return error_response(status_of(exc), exc.code, exc.message, headers)
+
+    @app.exception_handler(RequestValidationError)
+    def _invalid(exc: RequestValidationError) -> Response:
+        code, message = _validation_message(exc)
+        return error_response(HTTPStatus.BAD_REQUEST, code, message)
+
+    @app.not_found
+    def _not_found(_exc: NotFoundError) -> Response:
+        return error_response(HTTPStatus.NOT_FOUND, errors.NotFound.code, "no such route; see docs/api.md")
+
+    @app.exception_handler(Exception)
+    def _bug(exc: Exception) -> Response:
+        logger.exception("unhandled error", exc_info=exc)
+        return error_response(
+            HTTPStatus.INTERNAL_SERVER_ERROR, INTERNAL_ERROR_CODE, "internal error; it has been logged"
+        )

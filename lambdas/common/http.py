@@ -1,0 +1,87 @@
+"""Resolver factory, envelope responses and the auth gate shared by the HTTP handlers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from lambdas.common import errors as error_registry
+from lambdas.common.runtime import service
+from sluice import errors
+from sluice.constants import ROUTES, Route
+from sluice.engine.auth import Principal
+
+logger = Logger()
+LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
+
+
+def build_app(*routers: APIGatewayHttpRouter) -> APIGatewayHttpResolver:
+    """One resolver per function: validation and OpenAPI from the route signatures, one error registry."""
+    app = APIGatewayHttpResolver(enable_validation=True)
+    error_registry.register(app)
+    for router in routers:
+        app.include_router(router)
+    return app
+
+
+def ok(result: Any = None, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=error_registry.envelope(result),
+        headers=headers or {},
+    )
+
+
+def principal_of(router: APIGatewayHttpRouter) -> Principal:
+    return router.context["principal"]
+
+
+def authorize(route: Route, event: dict[str, Any]) -> Principal:
+    """Check the token against the route's scopes before anything else runs, so a caller without
+    access never learns whether a queue exists, and bad input from strangers costs nothing."""
+    tokens = service().tokens
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    principal = tokens.authenticate(headers.get("authorization"))
+    queue = (event.get("pathParameters") or {}).get(route.queue_param) if route.queue_param else None
+    for scope in route.scopes:
+        tokens.authorize(principal, scope, queue)  # type: ignore[arg-type]
+    return principal
+
+
+def _treat_body_as_json(event: dict[str, Any]) -> None:
+    """Bodies are JSON whatever Content-Type says (curl -d sends a form type), as Cloudflare's API does."""
+    headers = event.setdefault("headers", {})
+    if event.get("body") and "json" not in headers.get("content-type", ""):
+        headers["content-type"] = "application/json"
+
+
+def make_handler(app: APIGatewayHttpResolver, function: str) -> LambdaHandler:
+    """The Lambda entry point of `function`: auth gate from the route table, then the resolver."""
+    routes = {route.route_key: route for route in ROUTES if route.function == function}
+
+    @logger.inject_lambda_context(clear_state=True)
+    def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        _treat_body_as_json(event)
+        route = routes.get(event.get("routeKey", ""))
+        if route is not None:
+            try:
+                app.append_context(principal=authorize(route, event))
+            except errors.SluiceError as exc:
+                status = error_registry.status_of(exc)
+                body = error_registry.envelope(errors_=[{"code": exc.code, "message": exc.message}])
+                return {
+                    "statusCode": status,
+                    "headers": {"Content-Type": content_types.APPLICATION_JSON},
+                    "body": json.dumps(body),
+                    "isBase64Encoded": False,
+                }
+        return app.resolve(event, context)
+
+    return handler

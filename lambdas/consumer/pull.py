@@ -1,0 +1,64 @@
+"""Pull consumers on the native face: pull, ack/retry and lease extension."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Body
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+
+from lambdas.common.http import ok
+from lambdas.common.runtime import service
+from lambdas.common.schemas import Ack, ExtendLeases, Pull
+from sluice.codec import body_to_native
+from sluice.engine.consume import RetryRequest
+from sluice.models import Delivery
+
+router = APIGatewayHttpRouter()
+
+
+def native_message(d: Delivery) -> dict[str, Any]:
+    return {
+        "id": d.id,
+        "body": body_to_native(d.body, d.content_type),
+        "content_type": d.content_type,
+        "timestamp_ms": d.timestamp_ms,
+        "attempts": d.attempts,
+        "lease_id": d.lease_id,
+        "partition_key": d.partition_key,
+        "attributes": d.attributes,
+    }
+
+
+@router.post("/v1/queues/<queue_name>/messages/pull")
+def pull(queue_name: str, body: Annotated[Pull, Body()]) -> Response[dict]:
+    result = service().consumer.pull(
+        queue_name,
+        group=body.consumer_group,
+        batch_size=body.batch_size,
+        visibility_ms=body.visibility_ms,
+        wait_ms=body.wait_time_ms,
+    )
+    return ok(
+        {
+            "messages": [native_message(d) for d in result.messages],
+            "message_backlog_count": result.message_backlog_count,
+        }
+    )
+
+
+@router.post("/v1/queues/<queue_name>/messages/ack")
+def ack(queue_name: str, body: Annotated[Ack, Body()]) -> Response[dict]:
+    result = service().consumer.ack(
+        queue_name,
+        [a.lease_id for a in body.acks],
+        [RetryRequest(r.lease_id, r.delay_seconds) for r in body.retries],
+    )
+    return ok({"ackCount": result.ack_count, "retryCount": result.retry_count, "warnings": result.warnings})
+
+
+@router.post("/v1/queues/<queue_name>/messages/lease")
+def extend(queue_name: str, body: Annotated[ExtendLeases, Body()]) -> Response[dict]:
+    result = service().consumer.extend(queue_name, body.lease_ids, body.visibility_timeout_ms)
+    return ok({"extendedCount": result.ack_count, "warnings": result.warnings})

@@ -1,0 +1,241 @@
+"""Python SDK for the Sluice HTTP API (native `/v1` face).
+
+Thread-safe (one urllib3 pool per client), retries 429/503 with the server's Retry-After and network
+errors with backoff. Sends carry an Idempotency-Key, so a retried send stores nothing twice.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+
+RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
+
+
+class SluiceApiError(Exception):
+    """An error answer: HTTP status, the stable error code and the server's sentence."""
+
+    def __init__(self, status: int, code: int | None, message: str) -> None:
+        super().__init__(f"HTTP {status} (code {code}): {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Message:
+    """A pulled message; `body` follows the native rule (JSON value, string, or base64 for bytes)."""
+
+    id: str
+    body: Any
+    content_type: str
+    timestamp_ms: int
+    attempts: int
+    lease_id: str
+    partition_key: str | None
+    attributes: dict[str, str]
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Message:
+        return cls(**{k: raw.get(k) for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
+
+
+@dataclass
+class PullResult:
+    messages: list[Message]
+    backlog: int
+
+
+class SluiceClient:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout_seconds: float = 35.0,
+        max_attempts: int = 6,
+        pool_size: int = 16,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        self._timeout = urllib3.Timeout(connect=5.0, read=timeout_seconds)
+        self._max_attempts = max_attempts
+        self._http = urllib3.PoolManager(maxsize=pool_size, retries=False)
+
+    # --- transport ------------------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        """Call the API and return `result` of the envelope; raise SluiceApiError on an error answer."""
+        url = self.base_url + path
+        if query:
+            url += "?" + urlencode({k: v for k, v in query.items() if v is not None})
+        data = None if body is None else json.dumps(body).encode()
+        all_headers = {**self._headers, **(headers or {})}
+        for attempt in range(1, self._max_attempts + 1):
+            try:
+                resp = self._http.request(method, url, body=data, headers=all_headers, timeout=self._timeout)
+            except urllib3.exceptions.HTTPError:
+                if attempt == self._max_attempts:
+                    raise
+                time.sleep(_backoff(attempt))
+                continue
+            if resp.status in RETRYABLE_STATUS and attempt < self._max_attempts:
+                retry_after = resp.headers.get("Retry-After")
+                time.sleep(float(retry_after) if retry_after else _backoff(attempt))
+                continue
+            return _unwrap(resp.status, resp.data)
+        raise AssertionError("unreachable")
+
+    # --- queues ---------------------------------------------------------------------------------------
+
+    def create_queue(self, name: str, **settings: Any) -> dict[str, Any]:
+        return self.request("POST", "/v1/queues", {"queue_name": name, "settings": settings})
+
+    def get_queue(self, name: str) -> dict[str, Any]:
+        return self.request("GET", f"/v1/queues/{quote(name)}")
+
+    def list_queues(self) -> list[dict[str, Any]]:
+        queues, cursor = [], None
+        while True:
+            page = self.request("GET", "/v1/queues", query={"cursor": cursor})
+            queues += page["queues"]
+            cursor = page.get("cursor")
+            if not cursor:
+                return queues
+
+    def update_queue(self, name: str, **settings: Any) -> dict[str, Any]:
+        return self.request("PATCH", f"/v1/queues/{quote(name)}", {"settings": settings})
+
+    def delete_queue(self, name: str) -> None:
+        self.request("DELETE", f"/v1/queues/{quote(name)}")
+
+    # --- sending --------------------------------------------------------------------------------------
+
+    def send(self, queue: str, body: Any, **options: Any) -> dict[str, Any]:
+        """Send one message; options: content_type, delay_seconds, partition_key, attributes."""
+        return self.send_batch(queue, [{"body": body, **options}])
+
+    def send_batch(
+        self,
+        queue: str,
+        messages: Iterable[dict[str, Any]],
+        *,
+        delay_seconds: int | None = None,
+        version: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Send up to 100 messages in one request; the answer has `message_ids` and `offsets`."""
+        body: dict[str, Any] = {"messages": list(messages)}
+        if delay_seconds is not None:
+            body["delay_seconds"] = delay_seconds
+        key = idempotency_key or uuid.uuid4().hex
+        return self.request(
+            "POST",
+            f"/v1/queues/{quote(queue)}/messages",
+            body,
+            query={"version": version},
+            headers={"Idempotency-Key": key},
+        )
+
+    # --- consuming ------------------------------------------------------------------------------------
+
+    def pull(
+        self,
+        queue: str,
+        *,
+        batch_size: int = 5,
+        visibility_timeout_ms: int | None = None,
+        wait_time_ms: int = 0,
+        consumer_group: str = "default",
+    ) -> PullResult:
+        body: dict[str, Any] = {
+            "batch_size": batch_size,
+            "wait_time_ms": wait_time_ms,
+            "consumer_group": consumer_group,
+        }
+        if visibility_timeout_ms is not None:
+            body["visibility_timeout_ms"] = visibility_timeout_ms
+        result = self.request("POST", f"/v1/queues/{quote(queue)}/messages/pull", body)
+        return PullResult([Message.from_json(m) for m in result["messages"]], result["message_backlog_count"])
+
+    def ack(
+        self, queue: str, lease_ids: Iterable[str], retries: Iterable[tuple[str, int | None]] = ()
+    ) -> dict[str, Any]:
+        """Ack leases, and retry others as (lease_id, delay_seconds or None for the queue default)."""
+        retry_list = []
+        for lease_id, delay in retries:
+            entry: dict[str, Any] = {"lease_id": lease_id}
+            if delay is not None:
+                entry["delay_seconds"] = delay
+            retry_list.append(entry)
+        body = {"acks": [{"lease_id": lease} for lease in lease_ids], "retries": retry_list}
+        return self.request("POST", f"/v1/queues/{quote(queue)}/messages/ack", body)
+
+    def retry(self, queue: str, lease_ids: Iterable[str], delay_seconds: int | None = None) -> dict[str, Any]:
+        return self.ack(queue, [], [(lease, delay_seconds) for lease in lease_ids])
+
+    def extend(self, queue: str, lease_ids: Iterable[str], visibility_timeout_ms: int) -> dict[str, Any]:
+        body = {"lease_ids": list(lease_ids), "visibility_timeout_ms": visibility_timeout_ms}
+        return self.request("POST", f"/v1/queues/{quote(queue)}/messages/lease", body)
+
+    def iterate(
+        self,
+        queue: str,
+        *,
+        batch_size: int = 10,
+        wait_time_ms: int = 1000,
+        consumer_group: str = "default",
+        stop_when_empty: bool = True,
+    ) -> Iterator[Message]:
+        """Yield messages one by one; each batch is acked once the caller has taken all of it.
+
+        A message whose processing raises is not acked, so it comes back after its visibility timeout.
+        """
+        while True:
+            result = self.pull(
+                queue, batch_size=batch_size, wait_time_ms=wait_time_ms, consumer_group=consumer_group
+            )
+            if not result.messages:
+                if stop_when_empty:
+                    return
+                continue
+            for message in result.messages:
+                yield message
+            self.ack(queue, [m.lease_id for m in result.messages])
+
+    def close(self) -> None:
+        self._http.clear()
+
+
+def _backoff(attempt: int) -> float:
+    return min(5.0, 0.1 * 2**attempt) * random.uniform(0.5, 1.0)
+
+
+def _unwrap(status: int, data: bytes) -> Any:
+    try:
+        doc = json.loads(data) if data else {}
+    except ValueError:
+        doc = {}
+    if 200 <= status < 300:
+        return doc.get("result") if isinstance(doc, dict) and "result" in doc else doc
+    errs = doc.get("errors") if isinstance(doc, dict) else None
+    if errs:
+        raise SluiceApiError(status, errs[0].get("code"), errs[0].get("message", ""))
+    message = doc.get("message") or doc.get("error") if isinstance(doc, dict) else None
+    raise SluiceApiError(status, None, message or data.decode(errors="replace")[:200])
