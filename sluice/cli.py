@@ -72,9 +72,9 @@ def cmd_token_create(args: argparse.Namespace) -> None:
         settings = Settings.from_env()
     except ValueError:
         sys.exit(
-            "sluice: set SLUICE_TOKEN to an admin token, or the stack's environment "
-            f"({c.ENV_CONTROL_TABLE}, {c.ENV_SHARD_TABLES}, {c.ENV_SEGMENT_BUCKET}, {c.ENV_SHARD_MAP_PREFIX}); "
-            "see docs/deploy.md"
+            "sluice: set SLUICE_TOKEN to an admin token, or the stack's environment ("
+            f"{c.ENV_CONTROL_TABLE}, {c.ENV_SHARD_TABLES}, {c.ENV_SEGMENT_BUCKET}, {c.ENV_SHARD_MAP_PREFIX}"
+            "); see docs/deploy.md"
         )
     token_id, token = Sluice.from_settings(settings).tokens.create(args.queue, args.scope)
     _print({"token_id": token_id, "token": token, "queue": args.queue, "scopes": args.scope})

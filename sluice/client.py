@@ -215,8 +215,7 @@ class SluiceClient:
                 if stop_when_empty:
                     return
                 continue
-            for message in result.messages:
-                yield message
+            yield from result.messages
             self.ack(queue, [m.lease_id for m in result.messages])
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ stops working within that TTL.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import secrets
@@ -149,13 +150,11 @@ class LeaseSecret:
         if self._value is None:
             item = self.backend.control.get(keys.SECRET_PK, keys.LEASE_SECRET_SK)
             if item is None:
-                try:
+                with contextlib.suppress(ConditionFailed):  # another process created it first: use theirs
                     self.backend.control.put(
                         {"pk": keys.SECRET_PK, "sk": keys.LEASE_SECRET_SK, "key": secrets.token_bytes(32)},
                         condition="attribute_not_exists(pk)",
                     )
-                except ConditionFailed:
-                    pass  # another process created it first: read theirs
                 item = self.backend.control.get(keys.SECRET_PK, keys.LEASE_SECRET_SK)
             assert item is not None
             self._value = item["key"]

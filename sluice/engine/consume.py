@@ -211,11 +211,11 @@ class Consumer:
                 state.pending[seq] = entry
                 out.append(self._delivery(queue, view, group, seq, entry, {first: (item["ts"], stored)}))
             state.read_item = first + count
-        if state.read < view.head_next and now - view.head_ts >= GAP_WAIT_MS:
-            # The tail was allocated long ago and never written: seal it so readers move on.
-            if self._seal_gap(view, state.read, view.head_next):
-                state.read = state.read_item = view.head_next
-                view.dirty = True
+        # A tail allocated long ago and never written: seal it so readers move on.
+        tail_stalled = state.read < view.head_next and now - view.head_ts >= GAP_WAIT_MS
+        if tail_stalled and self._seal_gap(view, state.read, view.head_next):
+            state.read = state.read_item = view.head_next
+            view.dirty = True
 
     def _seal_gap(self, view: _ShardView, start: int, end: int) -> bool:
         """Tombstone every sequence in [start, end): a late writer's put at any of them then fails.
