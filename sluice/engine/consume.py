@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sluice import errors, faults
@@ -29,7 +29,7 @@ SHARDS_PER_PULL = 8  # shards sampled per pull: one BatchGetItem of 2 items each
 MAX_PENDING = 5_000  # leased + delayed messages per shard and group: bounds the state item
 GAP_WAIT_MS = 15_000  # a sequence allocated this long ago and never written is sealed as a gap
 _ITEMS_PER_QUERY = 8
-_MAX_COMMIT_ATTEMPTS = 12
+_MAX_COMMIT_ATTEMPTS = 30
 
 
 @dataclass
@@ -122,14 +122,10 @@ class Consumer:
             views.append(_ShardView(shard, table, pk, state, head.get("next", 0), head.get("ts", 0)))
         return views
 
-    def _reread(self, queue: Queue, view: _ShardView, group: str) -> _ShardView:
-        return self._read_views(queue, [view.shard], group)[0]
-
     def _pull_shard(self, queue: Queue, view: _ShardView, group: str, want: int, vis: int) -> list[Delivery]:
         for attempt in range(_MAX_COMMIT_ATTEMPTS):
             if attempt:
-                time.sleep(random.uniform(0, 0.005 * 2 ** min(attempt, 6)))
-                view = self._reread(queue, view, group)
+                _backoff(attempt)
             now = self.backend.clock()
             state = view.state
             old_version = state.version
@@ -141,7 +137,8 @@ class Consumer:
                 return []
             try:
                 self._commit(view, group, old_version)
-            except ConditionFailed:
+            except ConditionFailed as exc:
+                view = _lost_race(view, exc)
                 continue
             return deliveries
         raise errors.Conflict("too many consumers are pulling this shard at once; retry")
@@ -287,10 +284,10 @@ class Consumer:
                 [f"lease on shard {shard_id} of group {group!r} no longer exists; ignored"] * len(ops),
             )
         max_deliveries = max(1, queue.settings.max_retries)
+        view = self._read_views(queue, [shard], group)[0]
         for attempt in range(_MAX_COMMIT_ATTEMPTS):
             if attempt:
-                time.sleep(random.uniform(0, 0.005 * 2 ** min(attempt, 6)))
-            view = self._read_views(queue, [shard], group)[0]
+                _backoff(attempt)
             state, now = view.state, self.backend.clock()
             old_version = state.version
             done = retried = 0
@@ -329,7 +326,8 @@ class Consumer:
                 return 0, 0, warnings
             try:
                 self._commit(view, group, old_version)
-            except ConditionFailed:
+            except ConditionFailed as exc:
+                view = _lost_race(view, exc)
                 continue
             return done, retried, warnings
         raise errors.Conflict("too many consumers are acking this shard at once; retry")
@@ -435,6 +433,15 @@ class Consumer:
             faults.crash_point(faults.DLQ_AFTER_WRITE)
         for seq in seqs:
             del state.pending[seq]
+
+
+def _lost_race(view: _ShardView, exc: ConditionFailed) -> _ShardView:
+    """The view with the winner's state, which the failed condition handed back: no re-read needed."""
+    return replace(view, state=_state_from(exc.item), dirty=False)
+
+
+def _backoff(attempt: int) -> None:
+    time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))
 
 
 def _state_from(item: dict[str, Any] | None) -> GroupState:
