@@ -123,6 +123,9 @@ class Consumer:
         return views
 
     def _pull_shard(self, queue: Queue, view: _ShardView, group: str, want: int, vis: int) -> list[Delivery]:
+        """Lease from one shard. A lost race retries from the winner's state and the items already read
+        (they never change), so a retry costs one conditional write: the race window stays small."""
+        fetched: list[dict[str, Any]] = []
         for attempt in range(_MAX_COMMIT_ATTEMPTS):
             if attempt:
                 _backoff(attempt)
@@ -132,7 +135,7 @@ class Consumer:
             deliveries: list[Delivery] = []
             self._take_due(queue, view, group, want, vis, now, deliveries)
             if len(deliveries) < want and len(state.pending) < MAX_PENDING:
-                self._take_fresh(queue, view, group, want, vis, now, deliveries)
+                self._take_fresh(queue, view, group, want, vis, now, deliveries, fetched)
             if not view.dirty:
                 return []
             try:
@@ -141,7 +144,7 @@ class Consumer:
                 view = _lost_race(view, exc)
                 continue
             return deliveries
-        raise errors.Conflict("too many consumers are pulling this shard at once; retry")
+        raise errors.Throttled("too many consumers are pulling this shard at once; retry shortly")
 
     def _take_due(
         self, queue: Queue, view: _ShardView, group: str, want: int, vis: int, now: int, out: list[Delivery]
@@ -167,15 +170,31 @@ class Consumer:
         view.dirty = True
 
     def _take_fresh(
-        self, queue: Queue, view: _ShardView, group: str, want: int, vis: int, now: int, out: list[Delivery]
+        self,
+        queue: Queue,
+        view: _ShardView,
+        group: str,
+        want: int,
+        vis: int,
+        now: int,
+        out: list[Delivery],
+        fetched: list[dict[str, Any]],
     ) -> None:
         state = view.state
         start_ms = queue.groups.get(group, 0)
         if state.read >= view.head_next:
             return
-        items = view.table.query(
-            view.pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=_ITEMS_PER_QUERY
-        )
+        items = [it for it in fetched if keys.seq_of(it["sk"]) + it["n"] > state.read]
+        if not items:
+            items = list(
+                view.table.query(
+                    view.pk,
+                    sk_from=keys.msg_sk(state.read_item),
+                    sk_to=keys.MSG_SK_END,
+                    limit=_ITEMS_PER_QUERY,
+                )
+            )
+            fetched[:] = items
         for item in items:
             first, count = keys.seq_of(item["sk"]), item["n"]
             if first + count <= state.read:
@@ -330,7 +349,7 @@ class Consumer:
                 view = _lost_race(view, exc)
                 continue
             return done, retried, warnings
-        raise errors.Conflict("too many consumers are acking this shard at once; retry")
+        raise errors.Throttled("too many consumers are acking this shard at once; retry shortly")
 
     # --- helpers ----------------------------------------------------------------------------------------
 
