@@ -6,7 +6,8 @@
 #   make cdk-diff / cdk-deploy / cdk-destroy / cdk-bootstrap   the pinned CDK CLI (needs AWS credentials)
 
 INFRA_PY        ?= .venv/bin/python
-INFRA_CDK_CLI   ?= npx -y aws-cdk@2.1148.1
+# cdk.json runs `python app.py`: put the project venv first on PATH for the CLI targets.
+INFRA_CDK_CLI   ?= PATH="$(CURDIR)/.venv/bin:$$PATH" npx -y aws-cdk@2.1148.1
 INFRA_CDK_FLAGS ?= --no-notices
 INFRA_TEMPLATE  := cdk.out/SluiceStack.template.json
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
