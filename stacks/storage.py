@@ -20,7 +20,6 @@ from __future__ import annotations
 from aws_cdk import CfnResource, Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as ddb
 from aws_cdk import aws_s3 as s3
-from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from sluice import constants as c
@@ -54,17 +53,6 @@ class Storage(Construct):
             lifecycle_rules=[s3.LifecycleRule(id="expire-access-logs", expiration=Duration.days(90))],
             removal_policy=removal,
         )
-        NagSuppressions.add_resource_suppressions(
-            self.access_log_bucket,
-            [
-                {
-                    "id": "AwsSolutions-S1",
-                    "reason": "This is the server-access-log target of the segment bucket; logging it "
-                    "into itself would loop.",
-                }
-            ],
-        )
-
         self.segment_bucket = s3.Bucket(
             self,
             c.LOGICAL_SEGMENT_BUCKET,
