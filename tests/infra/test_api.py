@@ -42,8 +42,8 @@ def test_greedy_and_appended_routes_are_generated(monkeypatch: pytest.MonkeyPatc
     from stacks.api import HttpApi
 
     extra = (
-        c.Route("POST", "/streams/{name+}", c.FN_BROKER),
-        c.Route("GET", "/streams/{name+}", c.FN_CONSUMER),
+        c.Route("POST", "/streams/{name+}", c.FN_BROKER, (c.WRITE,)),
+        c.Route("GET", "/streams/{name+}", c.FN_CONSUMER, (c.READ,)),
     )
     monkeypatch.setattr(c, "ROUTES", c.ROUTES + extra)
     stack = cdk.Stack(cdk.App())
