@@ -28,8 +28,8 @@ from sluice.models import AckResult, Delivery, OutgoingMessage, PullResult, Queu
 SHARDS_PER_PULL = 8  # shards sampled per pull: one BatchGetItem of 2 items each
 MAX_PENDING = 5_000  # leased + delayed messages per shard and group: bounds the state item
 GAP_WAIT_MS = 15_000  # a sequence allocated this long ago and never written is sealed as a gap
-_ITEMS_PER_QUERY = 8
-_QUERIES_PER_PULL = 4  # batch-item reads per shard and pull while skipping messages before a group's start
+_ITEMS_PER_QUERY = 32  # at most this many batch items per Query page
+_QUERIES_PER_PULL = 6  # Query pages per shard and pull (1, then sized from the messages per item seen)
 _DEAD_LETTERS_PER_PULL = 50  # bounds the BatchGetItem of one pull (≤ 100 keys with the redeliveries)
 LONG_POLL_MAX_INTERVAL = 0.25  # seconds between the polls of a long-poll pull: ≤ 250 ms late, 1 read each
 _MAX_COMMIT_ATTEMPTS = 12
@@ -187,13 +187,23 @@ class Consumer:
         start_ms = queue.groups.get(group, 0)
         if start_ms and state.version == 0 and not state.pending:
             self._seek(view, start_ms)
+        # Query pages are paid by the size of every item read, so read as few batch items as the batch
+        # needs: one first, then as many as the messages per item seen so far say are missing.
+        limit, seen_items, seen_messages = 1, 0, 0
         for _ in range(_QUERIES_PER_PULL):
             if state.read >= view.head_next or len(out) >= want or len(state.pending) >= MAX_PENDING:
                 break
             read_before = state.read
-            items = view.table.query(
-                view.pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=_ITEMS_PER_QUERY
+            if seen_items:
+                per_item = max(1, seen_messages // seen_items)
+                limit = min(_ITEMS_PER_QUERY, max(2 * limit, -(-(want - len(out)) // per_item)))
+            items = list(
+                view.table.query(
+                    view.pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=limit
+                )
             )
+            seen_items += len(items)
+            seen_messages += sum(i["n"] for i in items)
             for item in items:
                 first, count = keys.seq_of(item["sk"]), item["n"]
                 if first + count <= state.read:
