@@ -14,22 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
-
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
-from aws_lambda_powertools.utilities.idempotency.exceptions import (
-    IdempotencyAlreadyInProgressError,
-    IdempotencyValidationError,
-)
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from typing import TYPE_CHECKING, Any
 
 from sluice import errors
 from sluice.adapters import aws
 from sluice.settings import get_settings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 HEADER = "idempotency-key"
 TTL_SECONDS = 300
@@ -37,15 +30,21 @@ MAX_KEY_LENGTH = 255
 _SK = "IDEM"
 
 
-class ControlTablePersistence(DynamoDBPersistenceLayer):
-    """Records keyed `pk = <idempotency key>`, `sk = IDEM` in the shared control table."""
-
-    def _get_key(self, idempotency_key: str) -> dict:
-        return {self.key_attr: {"S": idempotency_key}, "sk": {"S": _SK}}
-
-
 @lru_cache(maxsize=1)
 def _guarded() -> tuple[IdempotencyConfig, Callable[..., dict[str, Any]]]:
+    """Built at the first keyed send: sends without the header never import the utility (cold start)."""
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+        idempotent_function,
+    )
+
+    class ControlTablePersistence(DynamoDBPersistenceLayer):
+        """Records keyed `pk = <idempotency key>`, `sk = IDEM` in the shared control table."""
+
+        def _get_key(self, idempotency_key: str) -> dict:
+            return {self.key_attr: {"S": idempotency_key}, "sk": {"S": _SK}}
+
     settings = get_settings()
     persistence = ControlTablePersistence(
         table_name=settings.control_table,
@@ -88,6 +87,11 @@ def once(
     """`send()`, or with a key the first response for (queue, key) when one was stored in 5 minutes."""
     if key is None:
         return send()
+    from aws_lambda_powertools.utilities.idempotency.exceptions import (
+        IdempotencyAlreadyInProgressError,
+        IdempotencyValidationError,
+    )
+
     config, run = _guarded()
     if context is not None:
         config.register_lambda_context(context)  # an in-progress record then expires with the invocation
