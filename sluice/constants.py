@@ -28,6 +28,9 @@ ENV_POWERTOOLS_SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"
 ENV_POWERTOOLS_METRICS_NAMESPACE: Final = "POWERTOOLS_METRICS_NAMESPACE"
 SERVICE_NAME: Final = "sluice"
 METRICS_NAMESPACE: Final = "Sluice"
+# Published by the coordinator (EMF, dimension service=SERVICE_NAME, unit Seconds): the age of the oldest
+# unacked message over all queues. The stack alarms on its Maximum.
+METRIC_OLDEST_MESSAGE_AGE: Final = "OldestMessageAgeSeconds"
 
 # --- Resources ----------------------------------------------------------------------------------------
 DEFAULT_STAGE: Final = "dev"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sluice import errors, faults
@@ -32,7 +32,7 @@ _ITEMS_PER_QUERY = 32  # at most this many batch items per Query page
 _QUERIES_PER_PULL = 6  # Query pages per shard and pull (1, then sized from the messages per item seen)
 _DEAD_LETTERS_PER_PULL = 50  # bounds the BatchGetItem of one pull (≤ 100 keys with the redeliveries)
 LONG_POLL_MAX_INTERVAL = 0.25  # seconds between the polls of a long-poll pull: ≤ 250 ms late, 1 read each
-_MAX_COMMIT_ATTEMPTS = 12
+_MAX_COMMIT_ATTEMPTS = 30
 
 
 @dataclass
@@ -50,6 +50,7 @@ class _ShardView:
     head_next: int
     head_ts: int
     dirty: bool = False  # the state changed and must be committed
+    floor: int = 0  # the shard's purge floor (HEAD `floor`)
 
     @property
     def work(self) -> int:
@@ -126,33 +127,34 @@ class Consumer:
             head = items.get((table.name, pk, keys.HEAD_SK), {})
             state = _state_from(items.get((table.name, pk, keys.group_state_sk(group))))
             view = _ShardView(shard, table, pk, state, head.get("next", 0), head.get("ts", 0))
-            view.dirty = apply_floor(state, head.get(PURGE_FLOOR, 0))
+            view.floor = head.get(PURGE_FLOOR, 0)
+            view.dirty = apply_floor(state, view.floor)
             views.append(view)
         return views
 
-    def _reread(self, queue: Queue, view: _ShardView, group: str) -> _ShardView:
-        return self._read_views(queue, [view.shard], group)[0]
-
     def _pull_shard(self, queue: Queue, view: _ShardView, group: str, want: int, vis: int) -> list[Delivery]:
+        """Lease from one shard. A lost race retries from the winner's state and the items already read
+        (they never change), so a retry costs one conditional write: the race window stays small."""
+        fetched: list[dict[str, Any]] = []
         for attempt in range(_MAX_COMMIT_ATTEMPTS):
             if attempt:
-                time.sleep(random.uniform(0, 0.005 * 2 ** min(attempt, 6)))
-                view = self._reread(queue, view, group)
+                _backoff(attempt)
             now = self.backend.clock()
             state = view.state
             old_version = state.version
             deliveries: list[Delivery] = []
             self._take_due(queue, view, group, want, vis, now, deliveries)
             if len(deliveries) < want and len(state.pending) < MAX_PENDING:
-                self._take_fresh(queue, view, group, want, vis, now, deliveries)
+                self._take_fresh(queue, view, group, want, vis, now, deliveries, fetched)
             if not view.dirty:
                 return []
             try:
                 self._commit(view, group, old_version)
-            except ConditionFailed:
+            except ConditionFailed as exc:
+                view = _lost_race(view, exc)
                 continue
             return deliveries
-        raise errors.Conflict("too many consumers are pulling this shard at once; retry")
+        raise errors.Throttled("too many consumers are pulling this shard at once; retry shortly")
 
     def _take_due(
         self, queue: Queue, view: _ShardView, group: str, want: int, vis: int, now: int, out: list[Delivery]
@@ -179,7 +181,15 @@ class Consumer:
         view.dirty = True
 
     def _take_fresh(
-        self, queue: Queue, view: _ShardView, group: str, want: int, vis: int, now: int, out: list[Delivery]
+        self,
+        queue: Queue,
+        view: _ShardView,
+        group: str,
+        want: int,
+        vis: int,
+        now: int,
+        out: list[Delivery],
+        fetched: list[dict[str, Any]],
     ) -> None:
         """Scan batch items from the read level. Messages published before the group's start are
         skipped; a scan that only skipped goes on (a few queries per pull) instead of answering empty."""
@@ -197,11 +207,15 @@ class Consumer:
             if seen_items:
                 per_item = max(1, seen_messages // seen_items)
                 limit = min(_ITEMS_PER_QUERY, max(2 * limit, -(-(want - len(out)) // per_item)))
-            items = list(
-                view.table.query(
-                    view.pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=limit
+            # Items read by an attempt that lost the state race are reused (batch items never change).
+            items = [it for it in fetched if keys.seq_of(it["sk"]) + it["n"] > state.read]
+            if not items:
+                items = list(
+                    view.table.query(
+                        view.pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=limit
+                    )
                 )
-            )
+                fetched[:] = items
             seen_items += len(items)
             seen_messages += sum(i["n"] for i in items)
             for item in items:
@@ -343,10 +357,10 @@ class Consumer:
                 [f"lease on shard {shard_id} of group {group!r} no longer exists; ignored"] * len(ops),
             )
         max_deliveries = max(1, queue.settings.max_retries)
+        view = self._read_views(queue, [shard], group)[0]
         for attempt in range(_MAX_COMMIT_ATTEMPTS):
             if attempt:
-                time.sleep(random.uniform(0, 0.005 * 2 ** min(attempt, 6)))
-            view = self._read_views(queue, [shard], group)[0]
+                _backoff(attempt)
             state, now = view.state, self.backend.clock()
             old_version = state.version
             done = retried = 0
@@ -385,10 +399,11 @@ class Consumer:
                 return 0, 0, warnings
             try:
                 self._commit(view, group, old_version)
-            except ConditionFailed:
+            except ConditionFailed as exc:
+                view = _lost_race(view, exc)
                 continue
             return done, retried, warnings
-        raise errors.Conflict("too many consumers are acking this shard at once; retry")
+        raise errors.Throttled("too many consumers are acking this shard at once; retry shortly")
 
     # --- helpers ----------------------------------------------------------------------------------------
 
@@ -504,6 +519,16 @@ class Consumer:
             faults.crash_point(faults.DLQ_AFTER_WRITE)
         for seq in seqs:
             del state.pending[seq]
+
+
+def _lost_race(view: _ShardView, exc: ConditionFailed) -> _ShardView:
+    """The view with the winner's state, which the failed condition handed back: no re-read needed."""
+    state = _state_from(exc.item)
+    return replace(view, state=state, dirty=apply_floor(state, view.floor))
+
+
+def _backoff(attempt: int) -> None:
+    time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))
 
 
 PURGE_FLOOR = "floor"  # HEAD attribute set by purge: every sequence below it is gone for every group

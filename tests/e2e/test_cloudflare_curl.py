@@ -4,52 +4,22 @@ only the base URL and the token (Cloudflare's `https://api.cloudflare.com/client
 from __future__ import annotations
 
 import json
-import os
-import re
 import shutil
 import subprocess
-import sys
-import time
-from collections.abc import Iterator
 
 import pytest
 
+from tests.e2e.conftest import E2E_TOKEN as TOKEN
+
 pytestmark = pytest.mark.e2e
-TOKEN = "sluice_e2e_cloudflare_token"
 
 
 @pytest.fixture(scope="module")
-def local_url() -> Iterator[str]:
+def local_url(local_server) -> str:
+    """The session's `sluice local` subprocess (tests/e2e/conftest.py)."""
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed")
-    env = {**os.environ, "POWERTOOLS_LOG_LEVEL": "ERROR"}
-    for name in list(env):  # the subprocess talks to its own moto server, not a test's in-process mock
-        if name.startswith("SLUICE_") and name != "SLUICE_ADMIN_TOKEN":
-            del env[name]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sluice.cli", "local", "--port", "0", "--admin-token", TOKEN],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        url = None
-        while time.monotonic() < deadline and url is None:
-            line = proc.stdout.readline()
-            if not line and proc.poll() is not None:
-                pytest.fail("sluice local exited before it was ready")
-            found = re.search(r"ready on (http://\S+)", line)
-            url = found.group(1) if found else None
-        assert url, "sluice local did not become ready"
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    return local_server.url
 
 
 def curl(*args: str) -> dict:
