@@ -85,6 +85,8 @@ class Route:
 
 _QP = "queue_name"
 _V1_Q = "/v1/queues/{queue_name}"
+_CF_QP = "queue_id"
+_CF_Q = "/client/v4/accounts/{account_id}/queues/{queue_id}"  # Cloudflare's REST paths; queue_id = name
 
 ROUTES: Final[tuple[Route, ...]] = (
     # Queue administration, tokens and operations: the broker (control-plane writes are rare).
@@ -102,4 +104,18 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("POST", f"{_V1_Q}/messages/pull", FN_CONSUMER, (READ,), _QP),
     Route("POST", f"{_V1_Q}/messages/ack", FN_CONSUMER, (READ, WRITE), _QP),
     Route("POST", f"{_V1_Q}/messages/lease", FN_CONSUMER, (READ, WRITE), _QP),
+    # Queue semantics: consumer groups, operations and metrics (broker), the Cloudflare Queues face.
+    Route("POST", f"{_V1_Q}/consumer-groups", FN_BROKER, (ADMIN,), _QP),
+    Route("GET", f"{_V1_Q}/consumer-groups", FN_BROKER, (READ,), _QP),
+    Route("GET", f"{_V1_Q}/consumer-groups/{{group}}", FN_BROKER, (READ,), _QP),
+    Route("DELETE", f"{_V1_Q}/consumer-groups/{{group}}", FN_BROKER, (ADMIN,), _QP),
+    Route("POST", f"{_V1_Q}/purge", FN_BROKER, (ADMIN,), _QP),
+    Route("POST", f"{_V1_Q}/pause", FN_BROKER, (ADMIN,), _QP),
+    Route("POST", f"{_V1_Q}/resume", FN_BROKER, (ADMIN,), _QP),
+    Route("POST", f"{_V1_Q}/redrive", FN_BROKER, (ADMIN,), _QP),
+    Route("GET", f"{_V1_Q}/metrics", FN_BROKER, (READ,), _QP),
+    Route("POST", f"{_CF_Q}/messages", FN_BROKER, (WRITE,), _CF_QP),
+    Route("POST", f"{_CF_Q}/messages/batch", FN_BROKER, (WRITE,), _CF_QP),
+    Route("POST", f"{_CF_Q}/messages/pull", FN_CONSUMER, (READ,), _CF_QP),
+    Route("POST", f"{_CF_Q}/messages/ack", FN_CONSUMER, (READ, WRITE), _CF_QP),
 )

@@ -101,6 +101,12 @@ class Conflict(SluiceError):
     code = 10115
 
 
+class IdempotencyKeyReused(SluiceError):
+    """The Idempotency-Key was used within 5 minutes for a different request."""
+
+    code = 10116
+
+
 class Throttled(SluiceError):
     code = 10429
 

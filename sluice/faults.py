@@ -9,6 +9,7 @@ _armed: set[str] = set()
 
 PUBLISH_AFTER_ALLOCATE = "publish.after_allocate"
 DLQ_AFTER_WRITE = "dlq.after_write"
+REDRIVE_AFTER_WRITE = "redrive.after_write"
 
 
 class InjectedCrash(BaseException):

@@ -8,6 +8,8 @@ from functools import cached_property
 from sluice.engine.auth import LeaseSecret, TokenStore
 from sluice.engine.backend import Backend, now_ms
 from sluice.engine.consume import Consumer
+from sluice.engine.groups import ConsumerGroups
+from sluice.engine.operations import Operations
 from sluice.engine.publish import Publisher
 from sluice.engine.queues import MirrorReader, QueueDirectory, QueueRegistry
 from sluice.leases import LeaseSigner
@@ -52,3 +54,11 @@ class Sluice:
     @cached_property
     def tokens(self) -> TokenStore:
         return TokenStore(self.backend, self.backend.settings.token_cache_ttl_seconds)
+
+    @cached_property
+    def groups(self) -> ConsumerGroups:
+        return ConsumerGroups(self.backend, self.queues)
+
+    @cached_property
+    def operations(self) -> Operations:
+        return Operations(self.backend, self.queues, self.publisher, self.consumer)

@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
+from lambdas.broker import idempotency
 from lambdas.common.http import ok
 from lambdas.common.runtime import service
 from lambdas.common.schemas import SendBatch, SendMessage
@@ -45,7 +46,12 @@ def send(
     body: Annotated[SendBatch, Body()],
     version: Annotated[int | None, Query(ge=0)] = None,
 ) -> Response[dict]:
-    result = service().publisher.publish(
-        queue_name, to_outgoing(body.messages, body.delay_seconds), version=version
-    )
-    return ok({"message_ids": result.message_ids, "offsets": result.offsets})
+    def publish() -> dict:
+        result = service().publisher.publish(
+            queue_name, to_outgoing(body.messages, body.delay_seconds), version=version
+        )
+        return {"message_ids": result.message_ids, "offsets": result.offsets}
+
+    key = idempotency.header_key(router.current_event.headers)
+    request = {"body": body.model_dump(mode="json"), "version": version}
+    return ok(idempotency.once(queue_name, key, request, publish, router.lambda_context))

@@ -28,6 +28,7 @@ STATUS: tuple[tuple[type[errors.SluiceError], int], ...] = (
     (errors.ConsumerGroupAlreadyExists, 409),
     (errors.QueuePaused, 409),
     (errors.ProducerFenced, 409),
+    (errors.IdempotencyKeyReused, 409),
     (errors.Conflict, 409),
     (errors.Throttled, 429),
     (errors.DependencyUnavailable, 503),

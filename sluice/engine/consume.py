@@ -28,7 +28,10 @@ from sluice.models import AckResult, Delivery, OutgoingMessage, PullResult, Queu
 SHARDS_PER_PULL = 8  # shards sampled per pull: one BatchGetItem of 2 items each
 MAX_PENDING = 5_000  # leased + delayed messages per shard and group: bounds the state item
 GAP_WAIT_MS = 15_000  # a sequence allocated this long ago and never written is sealed as a gap
-_ITEMS_PER_QUERY = 8
+_ITEMS_PER_QUERY = 32  # at most this many batch items per Query page
+_QUERIES_PER_PULL = 6  # Query pages per shard and pull (1, then sized from the messages per item seen)
+_DEAD_LETTERS_PER_PULL = 50  # bounds the BatchGetItem of one pull (≤ 100 keys with the redeliveries)
+LONG_POLL_MAX_INTERVAL = 0.25  # seconds between the polls of a long-poll pull: ≤ 250 ms late, 1 read each
 _MAX_COMMIT_ATTEMPTS = 30
 
 
@@ -47,6 +50,7 @@ class _ShardView:
     head_next: int
     head_ts: int
     dirty: bool = False  # the state changed and must be committed
+    floor: int = 0  # the shard's purge floor (HEAD `floor`)
 
     @property
     def work(self) -> int:
@@ -81,12 +85,15 @@ class Consumer:
             if result.messages or time.monotonic() >= deadline:
                 return result
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(delay * 2, 1.0)
+            delay = min(delay * 2, LONG_POLL_MAX_INTERVAL)
 
     def _pull_once(
         self, queue_name: str, group: str, batch_size: int, visibility_ms: int | None
     ) -> PullResult:
         queue = self.directory.get(queue_name)
+        if queue.paused or group not in queue.groups:
+            # The cached document may lag a resume or a new group: confirm with the control item (rare).
+            queue = self.directory.registry.get(queue_name)
         if queue.paused:
             raise errors.QueuePaused(f"queue {queue_name!r} is paused; resume it to pull")
         if group not in queue.groups:
@@ -119,7 +126,10 @@ class Consumer:
             pk = keys.shard_pk(queue, shard.id)
             head = items.get((table.name, pk, keys.HEAD_SK), {})
             state = _state_from(items.get((table.name, pk, keys.group_state_sk(group))))
-            views.append(_ShardView(shard, table, pk, state, head.get("next", 0), head.get("ts", 0)))
+            view = _ShardView(shard, table, pk, state, head.get("next", 0), head.get("ts", 0))
+            view.floor = head.get(PURGE_FLOOR, 0)
+            view.dirty = apply_floor(state, view.floor)
+            views.append(view)
         return views
 
     def _pull_shard(self, queue: Queue, view: _ShardView, group: str, want: int, vis: int) -> list[Delivery]:
@@ -154,10 +164,11 @@ class Consumer:
         if not due:
             return
         max_deliveries = max(1, queue.settings.max_retries)
-        exhausted = [
+        exhausted_all = [
             s for s in due if state.pending[s].leased and state.pending[s].attempts >= max_deliveries
         ]
-        redeliver = [s for s in due if s not in set(exhausted)][:want]
+        exhausted = exhausted_all[:_DEAD_LETTERS_PER_PULL]
+        redeliver = [s for s in due if s not in set(exhausted_all)][:want]
         messages = self._load(view, {state.pending[s].item for s in exhausted + redeliver})
         if exhausted:
             self._dead_letter(queue, view, exhausted, messages)
@@ -180,58 +191,99 @@ class Consumer:
         out: list[Delivery],
         fetched: list[dict[str, Any]],
     ) -> None:
+        """Scan batch items from the read level. Messages published before the group's start are
+        skipped; a scan that only skipped goes on (a few queries per pull) instead of answering empty."""
         state = view.state
         start_ms = queue.groups.get(group, 0)
-        if state.read >= view.head_next:
-            return
-        items = [it for it in fetched if keys.seq_of(it["sk"]) + it["n"] > state.read]
-        if not items:
-            items = list(
-                view.table.query(
-                    view.pk,
-                    sk_from=keys.msg_sk(state.read_item),
-                    sk_to=keys.MSG_SK_END,
-                    limit=_ITEMS_PER_QUERY,
-                )
-            )
-            fetched[:] = items
-        for item in items:
-            first, count = keys.seq_of(item["sk"]), item["n"]
-            if first + count <= state.read:
-                continue
-            if first > state.read:  # allocated but never written: wait, then seal
-                if now - item["ts"] < GAP_WAIT_MS or not self._seal_gap(view, state.read, first):
-                    return
-                state.read = state.read_item = first
-                view.dirty = True
-            if item.get("gap"):
-                state.read = state.read_item = first + count
-                view.dirty = True
-                continue
-            state.read_item = first
-            stored = list(decode_batch(item["d"]))
-            for seq in range(state.read, first + count):
-                if len(out) >= want or len(state.pending) >= MAX_PENDING:
-                    return
-                msg = stored[seq - first]
-                state.read = seq + 1
-                view.dirty = True
-                if item["ts"] < start_ms:
-                    continue  # before the group's start
-                if msg.visible_at_ms > now:
-                    state.pending[seq] = Pending(
-                        item=first, due_ms=msg.visible_at_ms, attempts=0, leased=False
+        if start_ms and state.version == 0 and not state.pending:
+            self._seek(view, start_ms)
+        # Query pages are paid by the size of every item read, so read as few batch items as the batch
+        # needs: one first, then as many as the messages per item seen so far say are missing.
+        limit, seen_items, seen_messages = 1, 0, 0
+        for _ in range(_QUERIES_PER_PULL):
+            if state.read >= view.head_next or len(out) >= want or len(state.pending) >= MAX_PENDING:
+                break
+            read_before = state.read
+            if seen_items:
+                per_item = max(1, seen_messages // seen_items)
+                limit = min(_ITEMS_PER_QUERY, max(2 * limit, -(-(want - len(out)) // per_item)))
+            # Items read by an attempt that lost the state race are reused (batch items never change).
+            items = [it for it in fetched if keys.seq_of(it["sk"]) + it["n"] > state.read]
+            if not items:
+                items = list(
+                    view.table.query(
+                        view.pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=limit
                     )
+                )
+                fetched[:] = items
+            seen_items += len(items)
+            seen_messages += sum(i["n"] for i in items)
+            for item in items:
+                first, count = keys.seq_of(item["sk"]), item["n"]
+                if first + count <= state.read:
                     continue
-                entry = Pending(item=first, due_ms=now + vis, attempts=1, leased=True)
-                state.pending[seq] = entry
-                out.append(self._delivery(queue, view, group, seq, entry, {first: (item["ts"], stored)}))
-            state.read_item = first + count
+                if first > state.read:  # allocated but never written: wait, then seal
+                    if now - item["ts"] < GAP_WAIT_MS or not self._seal_gap(view, state.read, first):
+                        return
+                    state.read = state.read_item = first
+                    view.dirty = True
+                if item.get("gap"):
+                    state.read = state.read_item = first + count
+                    view.dirty = True
+                    continue
+                state.read_item = first
+                if item["ts"] < start_ms:  # the whole item predates the group's start (timestamps >= start)
+                    state.read = state.read_item = first + count
+                    view.dirty = True
+                    continue
+                stored = list(decode_batch(item["d"]))
+                for seq in range(state.read, first + count):
+                    if len(out) >= want or len(state.pending) >= MAX_PENDING:
+                        return
+                    msg = stored[seq - first]
+                    state.read = seq + 1
+                    view.dirty = True
+                    if msg.visible_at_ms > now:  # delayed: parked in pending, it blocks nothing behind it
+                        state.pending[seq] = Pending(
+                            item=first, due_ms=msg.visible_at_ms, attempts=0, leased=False
+                        )
+                        continue
+                    entry = Pending(item=first, due_ms=now + vis, attempts=1, leased=True)
+                    state.pending[seq] = entry
+                    out.append(self._delivery(queue, view, group, seq, entry, {first: (item["ts"], stored)}))
+                state.read_item = first + count
+            if state.read == read_before:
+                break  # nothing written past the read level yet
         # A tail allocated long ago and never written: seal it so readers move on.
         tail_stalled = state.read < view.head_next and now - view.head_ts >= GAP_WAIT_MS
         if tail_stalled and self._seal_gap(view, state.read, view.head_next):
             state.read = state.read_item = view.head_next
             view.dirty = True
+
+    def _seek(self, view: _ShardView, start_ms: int) -> None:
+        """Move a new group state past the batch items stamped before `start_ms`: a binary search over
+        sequences (item timestamps grow with sequence), O(log n) small queries instead of a scan."""
+        state = view.state
+        lo, hi = state.read, view.head_next
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            probe = next(
+                (
+                    i
+                    for i in view.table.query(
+                        view.pk, sk_from=keys.msg_sk(mid), sk_to=keys.MSG_SK_END, limit=2
+                    )
+                    if not i.get("gap")
+                ),
+                None,
+            )
+            if probe is None or probe["ts"] >= start_ms:
+                hi = mid
+            else:  # everything up to the end of this item predates the start
+                lo = keys.seq_of(probe["sk"]) + probe["n"]
+                if lo > state.read:
+                    state.read = state.read_item = lo
+                    view.dirty = True
 
     def _seal_gap(self, view: _ShardView, start: int, end: int) -> bool:
         """Tombstone every sequence in [start, end): a late writer's put at any of them then fails.
@@ -265,6 +317,7 @@ class Consumer:
                 )
                 continue
             ops.setdefault((lease.group, lease.shard), []).append((kind, lease, delay))
+        queue = self._confirm_groups(queue, {group for group, _ in ops})
         acked = retried = 0
         for (group, shard_id), shard_ops in ops.items():
             a, r, w = self._apply(queue, group, shard_id, shard_ops)
@@ -285,6 +338,7 @@ class Consumer:
                 )
                 continue
             ops.setdefault((lease.group, lease.shard), []).append(("extend", lease, visibility_ms))
+        queue = self._confirm_groups(queue, {group for group, _ in ops})
         extended = 0
         for (group, shard_id), shard_ops in ops.items():
             count, _, w = self._apply(queue, group, shard_id, shard_ops)
@@ -353,6 +407,12 @@ class Consumer:
 
     # --- helpers ----------------------------------------------------------------------------------------
 
+    def _confirm_groups(self, queue: Queue, groups: set[str]) -> Queue:
+        """The cached document may not know a group created seconds ago: confirm with the control item."""
+        if groups <= set(queue.groups):
+            return queue
+        return self.directory.registry.get(queue.name)
+
     def _commit(self, view: _ShardView, group: str, old_version: int) -> None:
         state = view.state
         item = {
@@ -371,9 +431,12 @@ class Consumer:
         """The batch items starting at `item_starts`: {first seq: (timestamp, messages)}."""
         if not item_starts:
             return {}
-        found = batch_get_across(
-            {view.table: [(view.pk, keys.msg_sk(s)) for s in sorted(item_starts)]}, consistent=False
-        )
+        starts = sorted(item_starts)
+        found: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for lo in range(0, len(starts), 100):  # BatchGetItem takes at most 100 keys
+            found |= batch_get_across(
+                {view.table: [(view.pk, keys.msg_sk(s)) for s in starts[lo : lo + 100]]}, consistent=False
+            )
         return {
             keys.seq_of(item["sk"]): (item["ts"], list(decode_batch(item["d"])))
             for item in found.values()
@@ -448,7 +511,11 @@ class Consumer:
                     )
                 )
             for start in range(0, len(outgoing), 100):
-                self.publisher.publish(dlq, outgoing[start : start + 100])
+                try:
+                    self.publisher.publish(dlq, outgoing[start : start + 100])
+                except errors.QueueNotFound:  # deleted since it was configured: created again, as at setup
+                    self.directory.registry.ensure(dlq)
+                    self.publisher.publish(dlq, outgoing[start : start + 100])
             faults.crash_point(faults.DLQ_AFTER_WRITE)
         for seq in seqs:
             del state.pending[seq]
@@ -456,11 +523,28 @@ class Consumer:
 
 def _lost_race(view: _ShardView, exc: ConditionFailed) -> _ShardView:
     """The view with the winner's state, which the failed condition handed back: no re-read needed."""
-    return replace(view, state=_state_from(exc.item), dirty=False)
+    state = _state_from(exc.item)
+    return replace(view, state=state, dirty=apply_floor(state, view.floor))
 
 
 def _backoff(attempt: int) -> None:
     time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))
+
+
+PURGE_FLOOR = "floor"  # HEAD attribute set by purge: every sequence below it is gone for every group
+
+
+def apply_floor(state: GroupState, floor: int) -> bool:
+    """Drop what a purge removed: move the read level up to the floor, forget pending entries below it.
+    True when the state changed (and must be committed)."""
+    changed = False
+    if state.read < floor:
+        state.read = state.read_item = floor
+        changed = True
+    gone = [seq for seq in state.pending if seq < floor]
+    for seq in gone:
+        del state.pending[seq]
+    return changed or bool(gone)
 
 
 def _state_from(item: dict[str, Any] | None) -> GroupState:

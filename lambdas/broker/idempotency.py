@@ -1,0 +1,105 @@
+"""`Idempotency-Key` on sends, with Powertools' idempotency utility on the control table.
+
+A repeat of a key within 5 minutes returns the first response and stores nothing; the same key with
+a different request is refused (409, code 10116); a repeat while the first is still running gets 409
+(10115, retry). Records live in the control table as `pk = IDEM#<hash of queue and key>`, `sk = IDEM`,
+expiring through the table's TTL attribute `exp`.
+
+Why a small subclass: with a sort key, Powertools puts every record under one static partition key,
+which would make a single DynamoDB partition (~1,000 writes/s) the ceiling of all idempotent sends
+of a deployment. Keying the partition by the record's hash spreads them like every other item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from sluice import errors
+from sluice.adapters import aws
+from sluice.settings import get_settings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+HEADER = "idempotency-key"
+TTL_SECONDS = 300
+MAX_KEY_LENGTH = 255
+_SK = "IDEM"
+
+
+@lru_cache(maxsize=1)
+def _guarded() -> tuple[IdempotencyConfig, Callable[..., dict[str, Any]]]:
+    """Built at the first keyed send: sends without the header never import the utility (cold start)."""
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+        idempotent_function,
+    )
+
+    class ControlTablePersistence(DynamoDBPersistenceLayer):
+        """Records keyed `pk = <idempotency key>`, `sk = IDEM` in the shared control table."""
+
+        def _get_key(self, idempotency_key: str) -> dict:
+            return {self.key_attr: {"S": idempotency_key}, "sk": {"S": _SK}}
+
+    settings = get_settings()
+    persistence = ControlTablePersistence(
+        table_name=settings.control_table,
+        key_attr="pk",
+        expiry_attr="exp",
+        boto3_client=aws.client("dynamodb", settings.aws_endpoint_url),
+    )
+    config = IdempotencyConfig(
+        event_key_jmespath="[queue, key]",
+        payload_validation_jmespath="request",
+        expires_after_seconds=TTL_SECONDS,
+    )
+
+    @idempotent_function(
+        data_keyword_argument="call", persistence_store=persistence, config=config, key_prefix="IDEM"
+    )
+    def run(*, call: dict[str, Any], send: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        return send()
+
+    return config, run
+
+
+def header_key(headers: dict[str, str] | None) -> str | None:
+    """The Idempotency-Key header of a request, validated; None when absent."""
+    value = next((v for k, v in (headers or {}).items() if k.lower() == HEADER), None)
+    if value is None:
+        return None
+    if not value or len(value) > MAX_KEY_LENGTH:
+        raise errors.InvalidRequest(f"Idempotency-Key must be 1-{MAX_KEY_LENGTH} characters")
+    return value
+
+
+def once(
+    queue: str,
+    key: str | None,
+    request: Any,
+    send: Callable[[], dict[str, Any]],
+    context: LambdaContext | None = None,
+) -> dict[str, Any]:
+    """`send()`, or with a key the first response for (queue, key) when one was stored in 5 minutes."""
+    if key is None:
+        return send()
+    from aws_lambda_powertools.utilities.idempotency.exceptions import (
+        IdempotencyAlreadyInProgressError,
+        IdempotencyValidationError,
+    )
+
+    config, run = _guarded()
+    if context is not None:
+        config.register_lambda_context(context)  # an in-progress record then expires with the invocation
+    try:
+        return run(call={"queue": queue, "key": key, "request": request}, send=send)
+    except IdempotencyValidationError as exc:
+        raise errors.IdempotencyKeyReused(
+            "this Idempotency-Key was used for a different request in the last 5 minutes; use a new key"
+        ) from exc
+    except IdempotencyAlreadyInProgressError as exc:
+        raise errors.Conflict("a request with this Idempotency-Key is still in progress; retry") from exc

@@ -1,0 +1,131 @@
+"""Consumer groups (Cherami): every group receives every message; consumers inside one group compete.
+
+A group is a name → start time in the queue document (`Queue.groups`). Its per-shard state item
+(`G#<group>`, see groupstate.py) is created at the first pull, scanning from the shard's purge floor and
+skipping batch items stamped before the start. `latest` is stored as the creation time and, to skip the
+scan, its state starts at each shard's current head; shards added later hold only newer messages.
+
+Starts are inclusive: a group started at T receives every message whose timestamp is >= T. Messages
+sent in one request share one timestamp, so they are in or out together.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sluice import errors
+from sluice.adapters.dynamo import Table, batch_get_across
+from sluice.engine import keys
+from sluice.engine.backend import Backend
+from sluice.engine.consume import PURGE_FLOOR
+from sluice.engine.groupstate import GroupState
+from sluice.engine.queues import QueueRegistry
+from sluice.models import DEFAULT_GROUP, GROUP_NAME_PATTERN, Queue
+
+MAX_GROUPS = 32  # the queue document is mirrored to SSM (4 KB standard parameters): keep it small
+_GROUP_NAME_RE = re.compile(GROUP_NAME_PATTERN)
+
+
+def parse_start(start: Any, now_ms: int) -> int:
+    """`earliest` → 0, `latest` → now, a timestamp in ms (number or digit string) → itself."""
+    if start is None or start == "earliest":
+        return 0
+    if start == "latest":
+        return now_ms
+    if isinstance(start, bool):
+        raise errors.InvalidRequest("start must be 'earliest', 'latest' or a timestamp in milliseconds")
+    if isinstance(start, int) and start >= 0:
+        return start
+    if isinstance(start, str) and start.isdigit():
+        return int(start)
+    raise errors.InvalidRequest("start must be 'earliest', 'latest' or a timestamp in milliseconds")
+
+
+def public_group(name: str, start_ms: int) -> dict[str, Any]:
+    return {"name": name, "start_ms": start_ms}
+
+
+class ConsumerGroups:
+    def __init__(self, backend: Backend, registry: QueueRegistry) -> None:
+        self.backend = backend
+        self.registry = registry
+
+    def create(self, queue_name: str, name: str, start: Any = "earliest") -> dict[str, Any]:
+        if not _GROUP_NAME_RE.match(name or ""):
+            raise errors.InvalidRequest(
+                f"consumer group name {name!r} is invalid: use 1-63 characters of letters, digits, '_.-'"
+            )
+        now = self.backend.clock()
+        start_ms = parse_start(start, now)
+        queue = self.registry.get(queue_name)
+        self._check_absent(queue, name)
+        if start == "latest":
+            self._start_at_heads(queue, name)
+        else:
+            self._delete_states(queue, name)  # leftovers of a deleted group of the same name
+
+        def change(q: Queue) -> Queue:
+            self._check_absent(q, name)
+            return q.model_copy(update={"groups": {**q.groups, name: start_ms}})
+
+        self.registry.modify(queue_name, change)
+        return public_group(name, start_ms)
+
+    def get(self, queue_name: str, name: str) -> dict[str, Any]:
+        queue = self.registry.get(queue_name)
+        if name not in queue.groups:
+            raise errors.ConsumerGroupNotFound(f"consumer group {name!r} not found on queue {queue_name!r}")
+        return public_group(name, queue.groups[name])
+
+    def list(self, queue_name: str) -> list[dict[str, Any]]:
+        queue = self.registry.get(queue_name)
+        return [public_group(n, s) for n, s in sorted(queue.groups.items())]
+
+    def delete(self, queue_name: str, name: str) -> None:
+        if name == DEFAULT_GROUP:
+            raise errors.InvalidRequest("the default consumer group cannot be deleted")
+
+        def change(q: Queue) -> Queue:
+            if name not in q.groups:
+                raise errors.ConsumerGroupNotFound(
+                    f"consumer group {name!r} not found on queue {queue_name!r}"
+                )
+            return q.model_copy(update={"groups": {k: v for k, v in q.groups.items() if k != name}})
+
+        queue = self.registry.modify(queue_name, change)
+        self._delete_states(queue, name)
+
+    # --- per-shard state ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_absent(queue: Queue, name: str) -> None:
+        if name in queue.groups:
+            raise errors.ConsumerGroupAlreadyExists(
+                f"consumer group {name!r} already exists on queue {queue.name!r}"
+            )
+        if len(queue.groups) >= MAX_GROUPS:
+            raise errors.InvalidRequest(f"a queue has at most {MAX_GROUPS} consumer groups; delete one first")
+
+    def _start_at_heads(self, queue: Queue, name: str) -> None:
+        """`latest`: the group's state on each shard starts at the shard's next sequence."""
+        shards = queue.readable_shards
+        for lo in range(0, len(shards), 100):  # BatchGetItem takes at most 100 keys
+            chunk = shards[lo : lo + 100]
+            requests: dict[Table, list[tuple[str, str]]] = {}
+            for shard in chunk:
+                requests.setdefault(self.backend.table_for(shard), []).append(
+                    (keys.shard_pk(queue, shard.id), keys.HEAD_SK)
+                )
+            heads = batch_get_across(requests)
+            for shard in chunk:
+                table = self.backend.table_for(shard)
+                pk = keys.shard_pk(queue, shard.id)
+                head = heads.get((table.name, pk, keys.HEAD_SK), {})
+                start = max(head.get("next", 0), head.get(PURGE_FLOOR, 0))
+                state = GroupState(read=start, read_item=start)
+                table.put({"pk": pk, "sk": keys.group_state_sk(name), "ver": 1, "s": state.encode()})
+
+    def _delete_states(self, queue: Queue, name: str) -> None:
+        for shard in queue.shards:
+            self.backend.table_for(shard).delete(keys.shard_pk(queue, shard.id), keys.group_state_sk(name))

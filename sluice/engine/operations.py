@@ -1,0 +1,212 @@
+"""Queue operations: purge, redrive from a dead letter queue, and metrics.
+
+Purge writes a floor on each shard's HEAD item (`floor = next`, one UpdateItem per shard). Every
+reader applies it when it reads the HEAD with the group state (consume.apply_floor): the read level
+jumps to the floor and pending entries below it — leased, delayed or waiting for a retry — are
+forgotten. So purge is O(shards), covers every group, including groups created later with
+`earliest`, and the purged items simply expire by TTL.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sluice import errors, faults
+from sluice.codec import decode_batch
+from sluice.engine import keys
+from sluice.engine.backend import Backend
+from sluice.engine.consume import PURGE_FLOOR, Consumer, apply_floor
+from sluice.engine.groupstate import GroupState
+from sluice.engine.publish import Publisher
+from sluice.engine.queues import QueueRegistry
+from sluice.models import DEFAULT_GROUP, MAX_BATCH_MESSAGES, OutgoingMessage, Queue, Shard
+
+SOURCE_ATTRIBUTE = "sluice-source-queue"  # set on dead-lettered messages, dropped again on redrive
+REDRIVE_TIME_BUDGET_SECONDS = 20.0  # one call stays inside API Gateway's 30 s; call again for the rest
+REDRIVE_LEASE_MS = 60_000
+
+
+class Operations:
+    def __init__(
+        self, backend: Backend, registry: QueueRegistry, publisher: Publisher, consumer: Consumer
+    ) -> None:
+        self.backend = backend
+        self.registry = registry
+        self.publisher = publisher
+        self.consumer = consumer
+
+    # --- purge --------------------------------------------------------------------------------------------
+
+    def purge(self, queue_name: str) -> dict[str, Any]:
+        queue = self.registry.get(queue_name)
+        purged = 0
+        for shard in queue.readable_shards:
+            new = self.backend.table_for(shard).update(
+                keys.shard_pk(queue, shard.id),
+                keys.HEAD_SK,
+                "SET #f = if_not_exists(#n, :zero)",
+                names={"#f": PURGE_FLOOR, "#n": "next"},
+                values={":zero": 0},
+                returns="UPDATED_NEW",
+            )
+            purged += 1 if new else 0
+        return {"queue_name": queue.name, "shards_purged": purged}
+
+    # --- redrive ------------------------------------------------------------------------------------------
+
+    def redrive(self, queue_name: str, from_queue: str, max_messages: int | None = None) -> dict[str, Any]:
+        """Move messages from `from_queue` (a dead letter queue) back into `queue_name` as new messages.
+
+        Each batch is published to the source first, then acked in the DLQ's default group: a crash in
+        between leaves it in the DLQ to be moved again (at most a duplicate, never a loss).
+        """
+        if from_queue == queue_name:
+            raise errors.InvalidRequest("redrive needs a dead letter queue other than the queue itself")
+        self.registry.get(queue_name)  # 404 before anything moves
+        self.registry.get(from_queue)
+        deadline = time.monotonic() + REDRIVE_TIME_BUDGET_SECONDS
+        moved = 0
+        remaining = max_messages if max_messages is not None else float("inf")
+        while remaining > 0 and time.monotonic() < deadline:
+            batch = self.consumer.pull(
+                from_queue,
+                group=DEFAULT_GROUP,
+                batch_size=int(min(MAX_BATCH_MESSAGES, remaining)),
+                visibility_ms=REDRIVE_LEASE_MS,
+            )
+            if not batch.messages:
+                break
+            outgoing = [
+                OutgoingMessage(
+                    body=d.body,
+                    content_type=d.content_type,
+                    partition_key=d.partition_key,
+                    attributes={k: v for k, v in d.attributes.items() if k != SOURCE_ATTRIBUTE},
+                )
+                for d in batch.messages
+            ]
+            self.publisher.publish(queue_name, outgoing)
+            faults.crash_point(faults.REDRIVE_AFTER_WRITE)
+            self.consumer.ack(from_queue, [d.lease_id for d in batch.messages])
+            moved += len(batch.messages)
+            remaining -= len(batch.messages)
+        left = self.metrics(from_queue, groups=[DEFAULT_GROUP])["backlog_count"]
+        return {"moved": moved, "remaining_in_source": left, "from": from_queue, "to": queue_name}
+
+    # --- metrics ------------------------------------------------------------------------------------------
+
+    def metrics(self, queue_name: str, *, groups: list[str] | None = None) -> dict[str, Any]:
+        """Backlog (count, estimated bytes, oldest message), in-flight and delayed messages per consumer
+        group and per shard, from each shard's HEAD and group-state items (one Query per shard) plus one
+        item read per group and shard for the oldest unacked message. The top-level figures are the
+        `default` group's (the group Cloudflare-style pulls use)."""
+        queue = self.registry.get(queue_name)
+        now = self.backend.clock()
+        names = groups or sorted(queue.groups)
+        per_group: dict[str, dict[str, Any]] = {g: _empty() for g in names}
+        shards_out = []
+        for shard in queue.readable_shards:
+            head, states = self._shard_items(queue, shard)
+            floor, head_next = head.get(PURGE_FLOOR, 0), head.get("next", 0)
+            shard_groups = {}
+            for group in names:
+                state = states.get(group) or GroupState()  # never pulled here: from the start (or floor)
+                apply_floor(state, floor)
+                figures = self._figures(queue, shard, state, head_next, now)
+                shard_groups[group] = figures
+                _merge(per_group[group], figures)
+            shards_out.append(
+                {
+                    "shard": shard.id,
+                    "state": shard.state,
+                    "next_seq": head_next,
+                    "purge_floor": floor,
+                    "last_write_ms": head.get("ts", 0),
+                    "consumer_groups": shard_groups,
+                }
+            )
+        for figures in per_group.values():
+            oldest = figures["oldest_message_timestamp_ms"]
+            figures["oldest_message_age_ms"] = max(0, now - oldest) if oldest else 0
+        top = per_group.get(DEFAULT_GROUP) or next(iter(per_group.values()), _empty())
+        return {
+            "queue_name": queue.name,
+            "paused": queue.paused,
+            "shard_count": len(queue.open_shards),
+            **top,
+            "consumer_groups": per_group,
+            "shards": shards_out,
+        }
+
+    def _shard_items(self, queue: Queue, shard: Shard) -> tuple[dict[str, Any], dict[str, GroupState]]:
+        """HEAD and every group's state of one shard: `G#…` sorts just before `HEAD`, so one Query."""
+        table = self.backend.table_for(shard)
+        items = table.query(
+            keys.shard_pk(queue, shard.id),
+            sk_from=keys.GROUP_STATE_SK_PREFIX,
+            sk_to=keys.HEAD_SK,
+            consistent=True,
+        )
+        head: dict[str, Any] = {}
+        states: dict[str, GroupState] = {}
+        for item in items:
+            if item["sk"] == keys.HEAD_SK:
+                head = item
+            elif item["sk"].startswith(keys.GROUP_STATE_SK_PREFIX):
+                name = item["sk"][len(keys.GROUP_STATE_SK_PREFIX) :]
+                states[name] = GroupState.decode(item["s"], item["ver"])
+        return head, states
+
+    def _figures(self, queue: Queue, shard: Shard, state: GroupState, head_next: int, now: int) -> dict:
+        unread = max(0, head_next - state.read)
+        in_flight = sum(1 for p in state.pending.values() if p.leased and p.due_ms > now)
+        delayed = sum(1 for p in state.pending.values() if not p.leased and p.due_ms > now)
+        count = unread + len(state.pending)
+        oldest_ts, mean_size = (0, 0.0)
+        if count:
+            oldest_ts, mean_size = self._oldest(queue, shard, state.ack_level)
+        return {
+            "backlog_count": count,
+            "backlog_bytes": int(count * mean_size),
+            "in_flight": in_flight,
+            "delayed": delayed,
+            "oldest_message_timestamp_ms": oldest_ts,
+        }
+
+    def _oldest(self, queue: Queue, shard: Shard, seq: int) -> tuple[int, float]:
+        """(timestamp, mean body size) of the batch item holding `seq`, or the first one after it."""
+        table = self.backend.table_for(shard)
+        pk = keys.shard_pk(queue, shard.id)
+        before = list(
+            table.query(pk, sk_from=keys.MSG_SK_PREFIX, sk_to=keys.msg_sk(seq), forward=False, limit=1)
+        )
+        candidates = [i for i in before if keys.seq_of(i["sk"]) + i["n"] > seq]
+        if not candidates:
+            candidates = list(table.query(pk, sk_from=keys.msg_sk(seq), sk_to=keys.MSG_SK_END, limit=2))
+        for item in candidates:
+            if item.get("gap"):
+                continue
+            bodies = [len(m.body) for m in decode_batch(item["d"])]
+            return item["ts"], (sum(bodies) / len(bodies) if bodies else 0.0)
+        return 0, 0.0
+
+
+def _empty() -> dict[str, Any]:
+    return {
+        "backlog_count": 0,
+        "backlog_bytes": 0,
+        "in_flight": 0,
+        "delayed": 0,
+        "oldest_message_timestamp_ms": 0,
+    }
+
+
+def _merge(total: dict[str, Any], part: dict[str, Any]) -> None:
+    for name in ("backlog_count", "backlog_bytes", "in_flight", "delayed"):
+        total[name] += part[name]
+    if part["oldest_message_timestamp_ms"] and (
+        not total["oldest_message_timestamp_ms"]
+        or part["oldest_message_timestamp_ms"] < total["oldest_message_timestamp_ms"]
+    ):
+        total["oldest_message_timestamp_ms"] = part["oldest_message_timestamp_ms"]
