@@ -112,7 +112,7 @@ class OutgoingMessage(BaseModel):
 
     body: bytes
     content_type: ContentType = "json"
-    delay_seconds: int = 0
+    delay_seconds: int | None = None  # None: the queue's delivery_delay_seconds; 0: no delay
     partition_key: str | None = None
     attributes: dict[str, str] = Field(default_factory=dict)
 

@@ -32,7 +32,7 @@ def to_outgoing(messages: list[SendMessage], default_delay: int | None) -> list[
             OutgoingMessage(
                 body=body,
                 content_type=msg.content_type,
-                delay_seconds=delay or 0,
+                delay_seconds=delay,
                 partition_key=msg.partition_key,
                 attributes=msg.attributes,
             )

@@ -195,7 +195,7 @@ class Publisher:
         stored: list[StoredMessage] = []
         for offset_in_batch, msg in enumerate(messages):
             seq = alloc.first_seq + offset_in_batch
-            delay = msg.delay_seconds or default_delay
+            delay = default_delay if msg.delay_seconds is None else msg.delay_seconds
             body, overflow_key = msg.body, None
             if len(body) > OVERFLOW_BYTES:
                 overflow_key = f"overflow/{pk}/{offsets.seq_key(seq)}"

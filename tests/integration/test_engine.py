@@ -180,3 +180,12 @@ def test_batches_larger_than_an_item_are_split(engine, queue_name):
     engine.queues.create(queue_name)
     engine.publisher.publish(queue_name, [OutgoingMessage(body=b'"%s"' % (b"y" * 100_000)) for _ in range(8)])
     assert len(drain(engine, queue_name, batch=100)) == 8
+
+
+def test_an_explicit_zero_delay_overrides_the_queue_default(clocked, queue_name):
+    clocked.queues.create(queue_name, {"delivery_delay_seconds": 60})
+    clocked.publisher.publish(queue_name, [OutgoingMessage(body=b'"now"', delay_seconds=0)])
+    clocked.publisher.publish(queue_name, [OutgoingMessage(body=b'"later"')])
+    assert [d.body for d in clocked.consumer.pull(queue_name, group="default", batch_size=5).messages] == [
+        b'"now"'
+    ]
