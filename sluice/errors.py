@@ -101,6 +101,28 @@ class Conflict(SluiceError):
     code = 10115
 
 
+class MethodNotAllowed(SluiceError):
+    """The path exists but not with this method; `allow` lists the methods it has."""
+
+    code = 10116
+
+    def __init__(self, message: str, *, allow: str) -> None:
+        super().__init__(message)
+        self.allow = allow
+
+
+class StreamNameTooLong(InvalidRequest):
+    code = 10117
+
+
+class InvalidOffset(InvalidRequest):
+    code = 10118
+
+
+class ShardNotFound(NotFound):
+    code = 10119
+
+
 class Throttled(SluiceError):
     code = 10429
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluice import errors, faults
-from sluice.adapters.dynamo import ConditionFailed, Table, batch_get_across, put_all_absent
+from sluice.adapters.dynamo import ConditionFailed, Table, batch_get_across
 from sluice.codec import StoredMessage, decode_batch
-from sluice.engine import keys
+from sluice.engine import gaps, keys
 from sluice.engine.backend import Backend
 from sluice.engine.groupstate import GroupState, Pending
 from sluice.engine.publish import Publisher, message_id
@@ -27,7 +27,7 @@ from sluice.models import AckResult, Delivery, OutgoingMessage, PullResult, Queu
 
 SHARDS_PER_PULL = 8  # shards sampled per pull: one BatchGetItem of 2 items each
 MAX_PENDING = 5_000  # leased + delayed messages per shard and group: bounds the state item
-GAP_WAIT_MS = 15_000  # a sequence allocated this long ago and never written is sealed as a gap
+GAP_WAIT_MS = gaps.GAP_WAIT_MS
 _ITEMS_PER_QUERY = 8
 _MAX_COMMIT_ATTEMPTS = 12
 
@@ -218,19 +218,8 @@ class Consumer:
             view.dirty = True
 
     def _seal_gap(self, view: _ShardView, start: int, end: int) -> bool:
-        """Tombstone every sequence in [start, end): a late writer's put at any of them then fails.
-
-        Each sequence gets its own tombstone because allocation boundaries are unknown to readers.
-        """
-        ttl = int(self.backend.clock() / 1000) + 86_400
-        for lo in range(start, end, 100):
-            tombstones = [
-                {"pk": view.pk, "sk": keys.msg_sk(seq), "n": 1, "ts": 0, "gap": True, "exp": ttl}
-                for seq in range(lo, min(end, lo + 100))
-            ]
-            if not put_all_absent(view.table, tombstones):
-                return False
-        return True
+        """Tombstone every sequence in [start, end) (see sluice.engine.gaps)."""
+        return gaps.seal_gap(view.table, view.pk, start, end, self.backend.clock())
 
     # --- ack, retry, extend -----------------------------------------------------------------------------
 
