@@ -201,7 +201,8 @@ class Publisher:
                 now = max(now, head.get("ts", now))  # another broker's clock ran ahead: follow it
                 continue
             assert new is not None
-            return Allocation(first_seq=new["next"] - count, timestamp_ms=now)
+            # moto leaves an unchanged `next` out of UPDATED_NEW (a pure version bump, count 0)
+            return Allocation(first_seq=new.get("next", count) - count, timestamp_ms=now)
         raise errors.DependencyUnavailable("the shard head is contended; retry shortly")
 
     def _write(
