@@ -46,7 +46,9 @@ def json_response(body: str | dict[str, Any], status: int = 200) -> Response[Any
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
 
 
-def register_method_not_allowed(router: APIGatewayHttpRouter, methods: list[str]) -> Callable[[], Response[Any]]:
+def register_method_not_allowed(
+    router: APIGatewayHttpRouter, methods: list[str]
+) -> Callable[[], Response[Any]]:
     @router.route(STREAM_RULE, method=methods)
     def method_not_allowed() -> Response[Any]:
         raise as_plain(errors.MethodNotAllowed("Method not allowed", allow=ALLOW))

@@ -83,7 +83,7 @@ def test_offsets_read_strictly_after_and_absent_means_new_only(stream):
     first, second, _third = body["offsets"]
     _, _, body, _ = _get(stream, f"offset={first}")
     assert [r["data"] for r in body["records"]] == [2, 3]
-    assert [r["offset"] for r in body["records"]][0] == second
+    assert body["records"][0]["offset"] == second
     _, _, body, _ = _get(stream, "offset=-&limit=2")
     assert [r["data"] for r in body["records"]] == [1, 2]
     _, _, body, _ = _get(stream, "")
