@@ -17,7 +17,7 @@ from typing import Any
 from sluice import errors, faults
 from sluice.adapters.dynamo import ConditionFailed, Table, batch_get_across
 from sluice.codec import StoredMessage, decode_batch
-from sluice.engine import gaps, keys
+from sluice.engine import gaps, keys, ordering
 from sluice.engine.backend import Backend
 from sluice.engine.groupstate import GroupState, Pending
 from sluice.engine.publish import Publisher, message_id
@@ -157,7 +157,12 @@ class Consumer:
         exhausted = [
             s for s in due if state.pending[s].leased and state.pending[s].attempts >= max_deliveries
         ]
-        redeliver = [s for s in due if s not in set(exhausted)][:want]
+        redeliver = [s for s in due if s not in set(exhausted)]
+        if queue.settings.ordered:
+            redeliver = ordering.deliverable(state, redeliver)
+            if not exhausted and not redeliver:
+                return  # only messages waiting behind their key's lease: nothing changes
+        redeliver = redeliver[:want]
         messages = self._load(view, {state.pending[s].item for s in exhausted + redeliver})
         if exhausted:
             self._dead_letter(queue, view, exhausted, messages)
@@ -207,6 +212,8 @@ class Consumer:
                         item=first, due_ms=msg.visible_at_ms, attempts=0, leased=False
                     )
                     continue
+                if queue.settings.ordered and ordering.hold_fresh(state, seq, first, msg.partition_key, now):
+                    continue  # an earlier message with its key is still pending
                 entry = Pending(item=first, due_ms=now + vis, attempts=1, leased=True)
                 state.pending[seq] = entry
                 out.append(self._delivery(queue, view, group, seq, entry, {first: (item["ts"], stored)}))
