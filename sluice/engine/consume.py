@@ -22,6 +22,7 @@ from sluice.engine.backend import Backend
 from sluice.engine.groupstate import GroupState, Pending
 from sluice.engine.publish import Publisher, message_id
 from sluice.engine.queues import QueueDirectory
+from sluice.engine.streams import expired
 from sluice.leases import Lease, LeaseSigner
 from sluice.models import AckResult, Delivery, OutgoingMessage, PullResult, Queue, Shard
 
@@ -193,7 +194,7 @@ class Consumer:
                     return
                 state.read = state.read_item = first
                 view.dirty = True
-            if item.get("gap"):
+            if item.get("gap") or expired(item, now):  # a sealed gap, or past retention (TTL): gone
                 state.read = state.read_item = first + count
                 view.dirty = True
                 continue

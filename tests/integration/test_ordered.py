@@ -66,3 +66,11 @@ def test_key_tags_survive_the_state_encoding():
     assert back.keys == {1: "aaaa", 3: "aaaa"} and back.pending == state.pending
     plain = GroupState(read=2, pending={1: Pending(0, 1, 1, True)})
     assert GroupState.decode(plain.encode(), 1).keys == {}
+
+
+def test_pull_treats_items_past_their_ttl_as_gone(clocked, clock, queue_name):
+    clocked.queues.create(queue_name, {"retention_seconds": 60})
+    _send(clocked, queue_name, [(None, "old")])
+    clock.advance(61_000)
+    _send(clocked, queue_name, [(None, "new")])
+    assert set(_pull(clocked, queue_name)) == {"new"}  # moto never expires items; readers must
