@@ -14,6 +14,7 @@ opaque string (`~<shard>.<seq>,...`).
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections import OrderedDict
@@ -212,7 +213,7 @@ class StreamReader:
         self.directory = directory
         self.registry = registry
         self._lock = threading.Lock()
-        self._segments: OrderedDict[str, list[Record]] = OrderedDict()
+        self._segments: OrderedDict[str, tuple[list[int], list[Record]]] = OrderedDict()
         self._cached_records = 0
         self._index: dict[str, list[SegmentRef]] = {}
         self._flushed: dict[str, int] = {}
@@ -321,7 +322,7 @@ class StreamReader:
         seq = 0
         for ref in refs:
             if ref.max_ts >= start_ms:
-                for rec in self._segment(ref):
+                for rec in self._segment(ref)[1]:
                     if rec.timestamp_ms >= start_ms:
                         return rec.seq
             seq = ref.last + 1
@@ -396,9 +397,8 @@ class StreamReader:
                 for ref in refs:
                     if ref.first >= flushed:
                         break
-                    for rec in self._segment(ref):
-                        if rec.seq < seq:
-                            continue
+                    seqs, recs = self._segment(ref)
+                    for rec in recs[bisect.bisect_left(seqs, seq) :]:
                         if len(records) >= limit:
                             return records, seq
                         records.append(rec)
@@ -424,17 +424,19 @@ class StreamReader:
             self._index[pk] = listed
         return covering(listed, seq)
 
-    def _segment(self, ref: SegmentRef) -> list[Record]:
+    def _segment(self, ref: SegmentRef) -> tuple[list[int], list[Record]]:
+        """(sequences, records) of a segment, cached: paging inside it is a bisect, not a scan."""
         with self._lock:
             cached = self._segments.get(ref.key)
             if cached is not None:
                 self._segments.move_to_end(ref.key)
                 return cached
         records = list(read_segment(self.backend, ref))
+        entry = ([r.seq for r in records], records)
         with self._lock:
-            self._segments[ref.key] = records
+            self._segments[ref.key] = entry
             self._cached_records += len(records)
             while self._cached_records > _CACHED_RECORDS and len(self._segments) > 1:
-                _, dropped = self._segments.popitem(last=False)
+                _, (dropped, _) = self._segments.popitem(last=False)
                 self._cached_records -= len(dropped)
-        return records
+        return entry

@@ -64,7 +64,6 @@ def big_stream(clocked, clock, queue_name):
     return queue_name, split_ms
 
 
-@pytest.mark.slow
 def test_ten_thousand_records_through_flushes_compaction_and_ttl(clocked, clock, big_stream):
     """Every record once and in order from `-` at limits 1, 7 and 1000 across segments and the hot
     tier; a time prefix returns exactly what came after it; once the hot tier expired (forced), a
