@@ -258,8 +258,8 @@ class ShardWorker:
             if expired(item, now):
                 if not queue.settings.bottomless or first + item["n"] <= flushed or item.get("gap"):
                     doomed.append((pk, item["sk"]))
-            elif not item.get("gap") and first >= flushed:
-                break  # items after this one are newer and unflushed
+            elif not item.get("gap"):
+                break  # message items expire in sequence order (exp = ts + a fixed time): done
         batch_delete(table, doomed)
         return len(doomed)
 
