@@ -63,19 +63,22 @@ COORDINATOR_SCHEDULE_MINUTES: Final = 1
 
 # --- HTTP routes -----------------------------------------------------------------------------------------
 READ, WRITE, ADMIN = "read", "write", "admin"
+NATIVE, STREAMS = "native", "streams"  # faces: how errors are rendered (envelope, or {"error": ...})
 
 
 @dataclass(frozen=True)
 class Route:
     """One HTTP API route: API Gateway syntax (`{name}`, greedy `{name+}`), the function serving it,
     and the token scopes it needs (checked before anything else; `queue_param` names the path
-    parameter that holds the queue the token must be bound to)."""
+    parameter that holds the queue the token must be bound to; no scopes: no token needed), and the
+    face whose error shape it uses (`native`: the envelope; `streams`: `{"error": ...}`)."""
 
     method: str
     path: str
     function: str
     scopes: tuple[str, ...]
     queue_param: str | None = None
+    face: str = NATIVE
 
     @property
     def route_key(self) -> str:
@@ -118,4 +121,13 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("POST", f"{_CF_Q}/messages/batch", FN_BROKER, (WRITE,), _CF_QP),
     Route("POST", f"{_CF_Q}/messages/pull", FN_CONSUMER, (READ,), _CF_QP),
     Route("POST", f"{_CF_Q}/messages/ack", FN_CONSUMER, (READ, WRITE), _CF_QP),
+    # Stream reads (offsets, time, per shard; long-poll) and the shard list with offset ranges.
+    Route("GET", f"{_V1_Q}/records", FN_CONSUMER, (READ,), _QP),
+    Route("GET", f"{_V1_Q}/shards", FN_CONSUMER, (READ,), _QP),
+    # Durable Streams face: the name is the rest of the path (`P` and `P/child` are two streams); a
+    # token bound to a queue name binds to the stream name. Other methods: 405 with `Allow`.
+    Route("GET", "/streams/{name+}", FN_CONSUMER, (READ,), "name", STREAMS),
+    Route("POST", "/streams/{name+}", FN_BROKER, (WRITE,), "name", STREAMS),
+    Route("DELETE", "/streams/{name+}", FN_BROKER, (ADMIN,), "name", STREAMS),
+    Route("ANY", "/streams/{name+}", FN_BROKER, (), None, STREAMS),
 )

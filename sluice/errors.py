@@ -107,6 +107,28 @@ class IdempotencyKeyReused(SluiceError):
     code = 10116
 
 
+class MethodNotAllowed(SluiceError):
+    """The path exists but not with this method; `allow` lists the methods it has."""
+
+    code = 10120
+
+    def __init__(self, message: str, *, allow: str) -> None:
+        super().__init__(message)
+        self.allow = allow
+
+
+class StreamNameTooLong(InvalidRequest):
+    code = 10121
+
+
+class InvalidOffset(InvalidRequest):
+    code = 10122
+
+
+class ShardNotFound(NotFound):
+    code = 10123
+
+
 class Throttled(SluiceError):
     code = 10429
 

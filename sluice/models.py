@@ -78,6 +78,7 @@ class Queue(BaseModel):
     next_shard_id: int = 0
     fence: int = 0  # highest coordinator fencing token that wrote this map
     groups: dict[str, int] = Field(default_factory=lambda: {DEFAULT_GROUP: 0})  # name → start ms
+    stream_name: str | None = None  # the Durable Streams name this queue serves, if any
 
     @property
     def lease_key(self) -> str:
@@ -104,6 +105,7 @@ class Queue(BaseModel):
             "paused": self.paused,
             "settings": self.settings.model_dump(),
             "shard_count": len(self.open_shards),
+            **({"stream_name": self.stream_name} if self.stream_name else {}),
         }
 
 

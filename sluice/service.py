@@ -8,10 +8,13 @@ from functools import cached_property
 from sluice.engine.auth import LeaseSecret, TokenStore
 from sluice.engine.backend import Backend, now_ms
 from sluice.engine.consume import Consumer
+from sluice.engine.durable import DurableStreams
 from sluice.engine.groups import ConsumerGroups
 from sluice.engine.operations import Operations
 from sluice.engine.publish import Publisher
 from sluice.engine.queues import MirrorReader, QueueDirectory, QueueRegistry
+from sluice.engine.shardwork import ShardWorker
+from sluice.engine.streams import StreamReader
 from sluice.leases import LeaseSigner
 from sluice.settings import Settings
 
@@ -50,6 +53,18 @@ class Sluice:
         return Consumer(
             self.backend, self.directory, self.publisher, LeaseSigner(LeaseSecret(self.backend).get())
         )
+
+    @cached_property
+    def reader(self) -> StreamReader:
+        return StreamReader(self.backend, self.directory, self.queues)
+
+    @cached_property
+    def streams(self) -> DurableStreams:
+        return DurableStreams(self.backend, self.queues, self.publisher, self.reader)
+
+    @cached_property
+    def shard_worker(self) -> ShardWorker:
+        return ShardWorker(self.backend, self.queues)
 
     @cached_property
     def tokens(self) -> TokenStore:

@@ -18,6 +18,8 @@ logger = Logger(child=True)
 STATUS: tuple[tuple[type[errors.SluiceError], int], ...] = (
     (errors.Unauthorized, 401),
     (errors.Forbidden, 403),
+    (errors.MethodNotAllowed, 405),
+    (errors.StreamNameTooLong, 414),
     (errors.MessageTooLarge, 413),
     (errors.RequestTooLarge, 413),
     (errors.QueueNotFound, 404),
@@ -54,6 +56,27 @@ def error_response(status: int, code: int, message: str, headers: dict[str, str]
     )
 
 
+def error_headers(exc: errors.SluiceError) -> dict[str, str]:
+    headers = {}
+    if isinstance(exc, errors.Throttled | errors.DependencyUnavailable):
+        headers["Retry-After"] = str(exc.retry_after_seconds)
+    if isinstance(exc, errors.MethodNotAllowed):
+        headers["Allow"] = exc.allow
+    return headers
+
+
+def plain_body(exc: errors.SluiceError) -> dict[str, Any]:
+    """The Durable Streams face's error body: `{"error": "...", **details}` (no envelope)."""
+    details = {k: v for k, v in exc.details.items() if k != "retry_after_seconds"}
+    return {"error": exc.message, **details}
+
+
+def as_plain(exc: errors.SluiceError) -> errors.SluiceError:
+    """Mark an error to be rendered as `plain_body` by this registry (Durable Streams face)."""
+    exc.plain_body = True  # type: ignore[attr-defined]
+    return exc
+
+
 def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
     first = exc.errors()[0] if exc.errors() else {}
     if first.get("type") == "json_invalid":
@@ -67,9 +90,14 @@ def register(app: APIGatewayHttpResolver) -> None:
 
     @app.exception_handler(errors.SluiceError)
     def _domain(exc: errors.SluiceError) -> Response:
-        headers = {}
-        if isinstance(exc, errors.Throttled | errors.DependencyUnavailable):
-            headers["Retry-After"] = str(exc.retry_after_seconds)
+        headers = error_headers(exc)
+        if getattr(exc, "plain_body", False):
+            return Response(
+                status_code=status_of(exc),
+                content_type=content_types.APPLICATION_JSON,
+                body=plain_body(exc),
+                headers=headers,
+            )
         return error_response(status_of(exc), exc.code, exc.message, headers)
 
     @app.exception_handler(RequestValidationError)

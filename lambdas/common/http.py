@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from lambdas.common import errors as error_registry
 from lambdas.common.runtime import service
 from sluice import errors
-from sluice.constants import ROUTES, Route
+from sluice.constants import ROUTES, STREAMS, Route
 from sluice.engine.auth import Principal
 
 logger = Logger()
@@ -48,7 +48,10 @@ def authorize(route: Route, event: dict[str, Any]) -> Principal:
     access never learns whether a queue exists, and bad input from strangers costs nothing."""
     tokens = service().tokens
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
-    principal = tokens.authenticate(headers.get("authorization"))
+    credential = headers.get("authorization")
+    if route.face == STREAMS:  # Durable Streams clients may send the token in an `auth` header
+        credential = credential or headers.get("auth")
+    principal = tokens.authenticate(credential)
     queue = (event.get("pathParameters") or {}).get(route.queue_param) if route.queue_param else None
     for scope in route.scopes:
         tokens.authorize(principal, scope, queue)  # type: ignore[arg-type]
@@ -70,12 +73,14 @@ def make_handler(app: APIGatewayHttpResolver, function: str) -> LambdaHandler:
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         _treat_body_as_json(event)
         route = routes.get(event.get("routeKey", ""))
-        if route is not None:
+        if route is not None and route.scopes:
             try:
                 app.append_context(principal=authorize(route, event))
             except errors.SluiceError as exc:
                 status = error_registry.status_of(exc)
                 body = error_registry.envelope(errors_=[{"code": exc.code, "message": exc.message}])
+                if route.face == STREAMS:
+                    body = error_registry.plain_body(exc)
                 return {
                     "statusCode": status,
                     "headers": {"Content-Type": content_types.APPLICATION_JSON},

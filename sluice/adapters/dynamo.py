@@ -280,3 +280,14 @@ def put_all_absent(table: Table, items: Sequence[Mapping[str, Any]]) -> bool:
             return False
         raise
     return True
+
+
+def batch_delete(table: Table, keys: Sequence[tuple[str, str]]) -> None:
+    """Delete items by key, 25 per BatchWriteItem, retrying unprocessed ones (TTL sweeps, cleanup)."""
+    for start in range(0, len(keys), 25):
+        requests = [{"DeleteRequest": {"Key": serialize(key(pk, sk))}} for pk, sk in keys[start : start + 25]]
+        pending: dict[str, Any] = {table.name: requests}
+        while pending:
+            with aws.translated("DynamoDB"):
+                resp = table._client.batch_write_item(RequestItems=pending)
+            pending = resp.get("UnprocessedItems") or {}

@@ -15,19 +15,20 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sluice import errors, faults
-from sluice.adapters.dynamo import ConditionFailed, Table, batch_get_across, put_all_absent
+from sluice.adapters.dynamo import ConditionFailed, Table, batch_get_across
 from sluice.codec import StoredMessage, decode_batch
-from sluice.engine import keys
+from sluice.engine import gaps, keys, ordering
 from sluice.engine.backend import Backend
 from sluice.engine.groupstate import GroupState, Pending
 from sluice.engine.publish import Publisher, message_id
 from sluice.engine.queues import QueueDirectory
+from sluice.engine.streams import expired
 from sluice.leases import Lease, LeaseSigner
 from sluice.models import AckResult, Delivery, OutgoingMessage, PullResult, Queue, Shard
 
 SHARDS_PER_PULL = 8  # shards sampled per pull: one BatchGetItem of 2 items each
 MAX_PENDING = 5_000  # leased + delayed messages per shard and group: bounds the state item
-GAP_WAIT_MS = 15_000  # a sequence allocated this long ago and never written is sealed as a gap
+GAP_WAIT_MS = gaps.GAP_WAIT_MS
 _ITEMS_PER_QUERY = 32  # at most this many batch items per Query page
 _QUERIES_PER_PULL = 6  # Query pages per shard and pull (1, then sized from the messages per item seen)
 _DEAD_LETTERS_PER_PULL = 50  # bounds the BatchGetItem of one pull (≤ 100 keys with the redeliveries)
@@ -168,7 +169,12 @@ class Consumer:
             s for s in due if state.pending[s].leased and state.pending[s].attempts >= max_deliveries
         ]
         exhausted = exhausted_all[:_DEAD_LETTERS_PER_PULL]
-        redeliver = [s for s in due if s not in set(exhausted_all)][:want]
+        redeliver = [s for s in due if s not in set(exhausted_all)]
+        if queue.settings.ordered:
+            redeliver = ordering.deliverable(state, redeliver)
+            if not exhausted and not redeliver:
+                return  # only messages waiting behind their key's lease: nothing changes
+        redeliver = redeliver[:want]
         messages = self._load(view, {state.pending[s].item for s in exhausted + redeliver})
         if exhausted:
             self._dead_letter(queue, view, exhausted, messages)
@@ -227,7 +233,7 @@ class Consumer:
                         return
                     state.read = state.read_item = first
                     view.dirty = True
-                if item.get("gap"):
+                if item.get("gap") or expired(item, now):  # a sealed gap, or past retention (TTL): gone
                     state.read = state.read_item = first + count
                     view.dirty = True
                     continue
@@ -248,6 +254,10 @@ class Consumer:
                             item=first, due_ms=msg.visible_at_ms, attempts=0, leased=False
                         )
                         continue
+                    if queue.settings.ordered and ordering.hold_fresh(
+                        state, seq, first, msg.partition_key, now
+                    ):
+                        continue  # an earlier message with its key is still pending
                     entry = Pending(item=first, due_ms=now + vis, attempts=1, leased=True)
                     state.pending[seq] = entry
                     out.append(self._delivery(queue, view, group, seq, entry, {first: (item["ts"], stored)}))
@@ -286,19 +296,8 @@ class Consumer:
                     view.dirty = True
 
     def _seal_gap(self, view: _ShardView, start: int, end: int) -> bool:
-        """Tombstone every sequence in [start, end): a late writer's put at any of them then fails.
-
-        Each sequence gets its own tombstone because allocation boundaries are unknown to readers.
-        """
-        ttl = int(self.backend.clock() / 1000) + 86_400
-        for lo in range(start, end, 100):
-            tombstones = [
-                {"pk": view.pk, "sk": keys.msg_sk(seq), "n": 1, "ts": 0, "gap": True, "exp": ttl}
-                for seq in range(lo, min(end, lo + 100))
-            ]
-            if not put_all_absent(view.table, tombstones):
-                return False
-        return True
+        """Tombstone every sequence in [start, end) (see sluice.engine.gaps)."""
+        return gaps.seal_gap(view.table, view.pk, start, end, self.backend.clock())
 
     # --- ack, retry, extend -----------------------------------------------------------------------------
 

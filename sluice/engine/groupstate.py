@@ -30,6 +30,7 @@ class GroupState:
     read_item: int = 0  # first sequence of the item that holds `read` (where the next scan starts)
     pending: dict[int, Pending] = field(default_factory=dict)
     version: int = 0  # 0: never stored
+    keys: dict[int, str] = field(default_factory=dict)  # ordered queues: pending seq → key tag
 
     @property
     def ack_level(self) -> int:
@@ -50,6 +51,8 @@ class GroupState:
             "a": [p.attempts for p in entries],
             "l": [int(p.leased) for p in entries],
         }
+        if any(s in self.keys for s in seqs):  # ordered queues only (see engine/ordering.py)
+            doc["k"] = [self.keys.get(s, "") for s in seqs]
         return zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 9)
 
     @classmethod
@@ -61,7 +64,8 @@ class GroupState:
             seq: Pending(item=seq - back, due_ms=due, attempts=attempts, leased=bool(leased))
             for seq, back, due, attempts, leased in zip(seqs, doc["i"], dues, doc["a"], doc["l"], strict=True)
         }
-        return cls(read=doc["r"], read_item=doc["ri"], pending=pending, version=version)
+        tags = {seq: tag for seq, tag in zip(seqs, doc.get("k", []), strict=False) if tag}
+        return cls(read=doc["r"], read_item=doc["ri"], pending=pending, version=version, keys=tags)
 
 
 def _deltas(values: list[int]) -> list[int]:

@@ -78,6 +78,24 @@ class Publisher:
             result.shard = part.shard
         return result
 
+    def append(
+        self, queue: Queue, messages: Sequence[OutgoingMessage], *, version: int | None = None
+    ) -> PublishResult:
+        """One allocation for any number of messages on one shard (Durable Streams' POST carries up to
+        8 MiB): sizes are checked per message, the request limits of `publish` do not apply. The
+        caller passes the queue document it trusts (the face reads it consistently)."""
+        limit = queue.settings.max_message_bytes
+        for index, msg in enumerate(messages):
+            if len(msg.body) > limit:
+                raise errors.MessageTooLarge(
+                    f"record {index} is {len(msg.body)} bytes; at most {limit} bytes per record"
+                )
+        if not messages:  # a pure version bump
+            shard = queue.open_shards[0] if queue.open_shards else queue.shards[0]
+            self._allocate(queue, shard, 0, version)
+            return PublishResult(message_ids=[], offsets=[], shard=shard.id)
+        return self._publish_to_one_shard(queue, messages, version)
+
     def bump_version(self, queue_name: str, version: int, shard_id: int = 0) -> int:
         """Store a producer version without publishing (Durable Streams' empty POST)."""
         queue = self.directory.get(queue_name)
@@ -183,7 +201,8 @@ class Publisher:
                 now = max(now, head.get("ts", now))  # another broker's clock ran ahead: follow it
                 continue
             assert new is not None
-            return Allocation(first_seq=new["next"] - count, timestamp_ms=now)
+            # moto leaves an unchanged `next` out of UPDATED_NEW (a pure version bump, count 0)
+            return Allocation(first_seq=new.get("next", count) - count, timestamp_ms=now)
         raise errors.DependencyUnavailable("the shard head is contended; retry shortly")
 
     def _write(

@@ -30,7 +30,20 @@ LOCAL_AWS_ENV = {
     "AWS_DEFAULT_REGION": LOCAL_REGION,
     "AWS_REGION": LOCAL_REGION,
 }
-DEFAULT_CONCURRENCY = {c.FN_BROKER: 4, c.FN_CONSUMER: 6}
+DEFAULT_CONCURRENCY = {c.FN_BROKER: 4, c.FN_CONSUMER: 6, c.FN_SHARD: 1}
+SHARD_WORK_INTERVAL_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Timer:
+    """Scheduled work in place of EventBridge: invoke `function` with `event` every `interval_seconds`."""
+
+    function: str
+    interval_seconds: float
+    event: dict[str, Any]
+
+
+DEFAULT_TIMERS = (Timer(c.FN_SHARD, SHARD_WORK_INTERVAL_SECONDS, {"action": "all"}),)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -46,6 +59,7 @@ class LocalRuntime:
     admin_token: str | None = None
     stage: str = "local"
     concurrency: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_CONCURRENCY))
+    timers: tuple[Timer, ...] = DEFAULT_TIMERS
 
     def start(self) -> None:
         os.environ.update(LOCAL_AWS_ENV)
@@ -75,12 +89,35 @@ class LocalRuntime:
             target=self._http.serve_forever, name="sluice-http", daemon=True
         )
         self._serve_thread.start()
+        self._stopping = threading.Event()
+        self._timer_threads = [
+            threading.Thread(
+                target=self._run_timer, args=(t,), name=f"sluice-timer-{t.function}", daemon=True
+            )
+            for t in self.timers
+            if t.function in self.pools
+        ]
+        for thread in self._timer_threads:
+            thread.start()
+
+    def _run_timer(self, timer: Timer) -> None:
+        """Invoke the timer's function on its interval until stop(); a failed run is logged, not fatal."""
+        log = logging.getLogger("sluice.local")
+        while not self._stopping.wait(timer.interval_seconds):
+            try:
+                self.pools[timer.function].invoke(
+                    {"source": "sluice.local.timer", **timer.event}, timeout_seconds=900
+                )
+            except Exception:
+                if not self._stopping.is_set():
+                    log.exception("scheduled %s run failed", timer.function)
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
     def stop(self) -> None:
+        self._stopping.set()
         self._http.shutdown()
         self._http.server_close()
         for pool in self.pools.values():

@@ -1,0 +1,56 @@
+"""What the Durable Streams face's handlers share (broker: POST/DELETE; consumer: GET).
+
+Errors on this face are `{"error": "..."}` (plus details such as the fenced versions), rendered by
+the one error registry (`lambdas.common.errors.as_plain`). Routes use a regex rule because
+Powertools' `<name>` does not match `/`: the stream name is API Gateway's greedy `{name+}`
+path parameter, decoded, so `P` and `P/child` are separate streams.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+
+from lambdas.common.errors import as_plain
+from sluice import errors
+
+STREAM_RULE = "/streams/.+"
+ALLOW = "GET, POST, DELETE"
+
+
+@contextmanager
+def plain_errors() -> Iterator[None]:
+    try:
+        yield
+    except errors.SluiceError as exc:
+        raise as_plain(exc) from None
+
+
+def stream_name(router: APIGatewayHttpRouter) -> str:
+    params = router.current_event.path_parameters or {}
+    name = params.get("name")
+    if name is None:  # invoked without API Gateway's parameters: the raw path after /streams/
+        name = router.current_event.path.split("/streams/", 1)[1]
+    return name
+
+
+def query(router: APIGatewayHttpRouter) -> dict[str, str]:
+    return router.current_event.query_string_parameters or {}
+
+
+def json_response(body: str | dict[str, Any], status: int = 200) -> Response[Any]:
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
+
+
+def register_method_not_allowed(
+    router: APIGatewayHttpRouter, methods: list[str]
+) -> Callable[[], Response[Any]]:
+    @router.route(STREAM_RULE, method=methods)
+    def method_not_allowed() -> Response[Any]:
+        raise as_plain(errors.MethodNotAllowed("Method not allowed", allow=ALLOW))
+
+    return method_not_allowed

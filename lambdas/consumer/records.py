@@ -1,0 +1,84 @@
+"""Stream reads: native `GET /v1/queues/{q}/records` and `/shards`, and Durable Streams' `GET`."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+
+from lambdas.common.http import ok
+from lambdas.common.runtime import service
+from lambdas.common.streams import STREAM_RULE, json_response, plain_errors, query, stream_name
+from sluice import errors
+from sluice.codec import body_to_native
+from sluice.engine.durable import records_body
+from sluice.engine.streams import MAX_LIMIT, MAX_TIMEOUT_MS, parse_position
+from sluice.segments import Record
+
+router = APIGatewayHttpRouter()
+_LIMIT_RE = re.compile(r"^\d+$")
+_TIMEOUT_RE = re.compile(r"^\d+(\.\d+)?$")
+
+
+def native_record(r: Record) -> dict[str, Any]:
+    return {
+        "offset": r.offset,
+        "shard": r.shard,
+        "id": r.id,
+        "body": body_to_native(r.body, r.content_type),
+        "content_type": r.content_type,
+        "timestamp_ms": r.timestamp_ms,
+        "partition_key": r.partition_key,
+        "attributes": r.attributes,
+    }
+
+
+@router.get("/v1/queues/<queue_name>/records")
+def records(
+    queue_name: str,
+    offset: Annotated[str | None, Query(max_length=4096)] = None,
+    start: Annotated[int | None, Query(ge=0)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 10,
+    timeout_sec: Annotated[float, Query(ge=0, le=MAX_TIMEOUT_MS / 1000)] = 0,
+    shard: Annotated[int | None, Query(ge=0)] = None,
+) -> Response[dict]:
+    if offset is not None and start is not None:
+        raise errors.InvalidOffset("pass either offset or start, not both")
+    page = service().reader.read(
+        queue_name,
+        parse_position(offset, start, shard),
+        limit=limit,
+        shard=shard,
+        timeout_ms=int(timeout_sec * 1000),
+    )
+    return ok({"records": [native_record(r) for r in page.records], "next_offset": page.next_offset})
+
+
+@router.get("/v1/queues/<queue_name>/shards")
+def shards(queue_name: str) -> Response[dict]:
+    return ok({"shards": service().reader.shard_ranges(queue_name)})
+
+
+@router.get(STREAM_RULE)
+def read_stream() -> Response[Any]:
+    with plain_errors():
+        name = stream_name(router)
+        params = query(router)
+        raw_limit = params.get("limit", "10")
+        if not _LIMIT_RE.match(raw_limit) or int(raw_limit) < 1:
+            raise errors.InvalidRequest("Invalid limit parameter")
+        raw_timeout = params.get("timeout_sec", "0")
+        if not _TIMEOUT_RE.match(raw_timeout):
+            raise errors.InvalidRequest("Invalid timeout_sec parameter")
+        offset = params.get("offset")
+        if offset is not None:
+            try:
+                parse_position(offset)
+            except errors.InvalidOffset:
+                raise errors.InvalidOffset("Invalid offset parameter") from None
+        timeout_ms = int(min(float(raw_timeout), MAX_TIMEOUT_MS / 1000) * 1000)
+        found = service().streams.read(name, offset, min(int(raw_limit), MAX_LIMIT), timeout_ms)
+        return json_response(records_body(found))

@@ -1,0 +1,181 @@
+"""The Durable Streams face over the engine: a stream is a one-shard, ordered, bottomless queue.
+
+A stream name (1-256 characters, `/` allowed) maps to an internal queue name deterministically
+(`ds-` + 32 base32 characters of its SHA-256), and the queue document keeps the real name in
+`stream_name`. The stream is created by its first publish. Version fencing is the shard HEAD's
+`pver`, exactly as `?version=` on the native face. Records are any JSON value, stored as their
+compact JSON text with numbers kept as written, and returned as that text: `data` round-trips byte
+for byte (modulo insignificant whitespace).
+
+Documents are read from the control table (consistent), not the cached mirror: a stream deleted and
+written again must never be appended to its old incarnation. That is one GetItem more per request
+than the native face's publish.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sluice import errors
+from sluice.engine import keys
+from sluice.engine.backend import Backend
+from sluice.engine.publish import Publisher
+from sluice.engine.queues import QueueRegistry
+from sluice.engine.streams import MAX_LIMIT, MAX_TIMEOUT_MS, Position, StreamReader, parse_position
+from sluice.models import OutgoingMessage, Queue
+from sluice.segments import Record
+
+MAX_NAME_CHARS = 256
+MAX_BODY_BYTES = 8 * 1024 * 1024
+STREAM_QUEUE_PREFIX = "ds-"
+STREAM_SETTINGS: dict[str, Any] = {
+    "ordered": True,
+    "min_shards": 1,
+    "max_shards": 1,
+    "bottomless": True,
+    "max_message_bytes": 1_048_576,
+}
+
+
+def queue_name_for(stream: str) -> str:
+    """The internal queue of a stream: `ds-` + 32 lowercase base32 characters (160 bits of SHA-256)."""
+    digest = hashlib.sha256(stream.encode()).digest()[:20]
+    return STREAM_QUEUE_PREFIX + base64.b32encode(digest).decode().lower()
+
+
+def validate_name(stream: str) -> None:
+    if not stream:
+        raise errors.InvalidRequest("Stream name is empty")
+    if len(stream) > MAX_NAME_CHARS:
+        raise errors.StreamNameTooLong(f"Stream name is longer than {MAX_NAME_CHARS} characters")
+
+
+# --- JSON that keeps numbers as written ----------------------------------------------------------------
+
+
+class _Number(str):
+    """A JSON number's source text (so 1.10, 1e2 and -0.0 come back exactly as sent)."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json(text: str | bytes) -> Any:
+    """Parse JSON keeping numbers' text; NaN/Infinity are rejected (they are not JSON)."""
+    return json.loads(text, parse_float=_Number, parse_int=_Number, parse_constant=_reject_constant)
+
+
+def _string(value: str) -> str:
+    try:
+        value.encode()
+    except UnicodeEncodeError:  # a lone surrogate escape: keep it escaped
+        return json.dumps(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def canonical(value: Any) -> str:
+    """Compact JSON text of a value from `parse_json`, numbers verbatim."""
+    if isinstance(value, _Number):
+        return str(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return _string(value)
+    if isinstance(value, list):
+        return "[" + ",".join(canonical(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_string(k)}:{canonical(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def records_body(records: Sequence[Record]) -> str:
+    """`{"records": [{"offset", "data"}]}` with each record's stored JSON text embedded as is."""
+    parts = (f'{{"offset":"{r.offset}","data":{r.body.decode()}}}' for r in records)
+    return '{"records":[' + ",".join(parts) + "]}"
+
+
+# --- the face --------------------------------------------------------------------------------------------
+
+
+class DurableStreams:
+    def __init__(
+        self, backend: Backend, registry: QueueRegistry, publisher: Publisher, reader: StreamReader
+    ) -> None:
+        self.backend = backend
+        self.registry = registry
+        self.publisher = publisher
+        self.reader = reader
+
+    def _get(self, stream: str) -> Queue | None:
+        try:
+            return self.registry.get(queue_name_for(stream))
+        except errors.QueueNotFound:
+            return None
+
+    def _ensure(self, stream: str) -> Queue:
+        queue = self._get(stream)
+        if queue is not None:
+            return queue
+        name = queue_name_for(stream)
+        with contextlib.suppress(errors.QueueAlreadyExists):  # a concurrent first publish made it
+            self.registry.create(name, STREAM_SETTINGS)
+        return self.registry.modify(name, lambda q: q.model_copy(update={"stream_name": stream}))
+
+    def append(self, stream: str, texts: Sequence[str], version: int | None) -> list[str]:
+        """Publish JSON texts (from `canonical`) in order, in one allocation; their offsets."""
+        validate_name(stream)
+        queue = self._ensure(stream)
+        messages = [OutgoingMessage(body=t.encode(), content_type="json") for t in texts]
+        return self.publisher.append(queue, messages, version=version).offsets
+
+    def bump(self, stream: str, version: int | None) -> int:
+        """An empty POST: store `version` (fenced like a publish), or report the current one."""
+        validate_name(stream)
+        queue = self._ensure(stream)
+        if version is None:
+            return self.current_version(queue)
+        self.publisher.append(queue, [], version=version)
+        return version
+
+    def current_version(self, queue: Queue) -> int:
+        shard = queue.shards[0]
+        head = self.backend.table_for(shard).get(keys.shard_pk(queue, shard.id), keys.HEAD_SK) or {}
+        return head.get("pver", 0)
+
+    def read(self, stream: str, offset: str | None, limit: int, timeout_ms: int) -> list[Record]:
+        """Records after `offset` (see streams.parse_position); waits up to `timeout_ms` for the first.
+        A stream never written reads as empty (and is waited for); deleting it releases the wait."""
+        validate_name(stream)
+        position = parse_position(offset)
+        limit = min(limit, MAX_LIMIT)
+        deadline = time.monotonic() + min(timeout_ms, MAX_TIMEOUT_MS) / 1000
+        queue = self._get(stream)
+        delay = 0.05
+        while queue is None:  # not written yet: everything it will hold is "after the call"
+            if time.monotonic() >= deadline:
+                return []
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 0.5)
+            queue = self._get(stream)
+            position = Position(seqs=position.seqs) if position.latest else position
+        remaining = max(0, int((deadline - time.monotonic()) * 1000))
+        page = self.reader.read(queue.name, position, limit=limit, timeout_ms=remaining, queue=queue)
+        return page.records
+
+    def delete(self, stream: str) -> None:
+        validate_name(stream)
+        try:
+            self.registry.delete(queue_name_for(stream))
+        except errors.QueueNotFound as exc:
+            raise errors.NotFound("Stream not found") from exc

@@ -1,0 +1,276 @@
+"""The shard worker (`lambdas/shard`): flush the hot tier to S3 segments, compact them, expire what
+was flushed, apply retention, and seal gaps a dead broker left.
+
+State lives on each shard's HEAD item, next to `next`:
+- `flushed`: the first sequence not yet in a segment (everything below it is in S3, a sealed gap, or
+  gone by retention). Moved only by a conditional update (`flushed = :old`), after the segment
+  object and its index entry exist, so a crash at any point loses nothing and a retry redoes the work.
+- `ttl_set`: the first sequence whose items have not had their `exp` set after a flush (bottomless
+  queues only; on other queues `exp` is set at publish). A crash between the flush and the TTL
+  updates is repaired by the next flush.
+
+Policies (see docs/design.md, "Shard work"):
+- Every queue is flushed, bottomless or not, so stream reads go past the hot tier on any queue.
+- Bottomless queues: items have no `exp` until they are in S3; then `exp = ts + hot retention`
+  (`retention_seconds`, at most 14 days) — pull consumers keep the same window as on other queues.
+  Segments are kept forever.
+- Other queues: `exp = ts + retention_seconds` from publish (SQS semantics: retention bounds unacked
+  messages too); segments whose newest record is older than the retention are deleted.
+- Compaction is tiered (Durable Streams' scheme): `FANOUT` adjacent segments of the same level merge
+  into one of the next level while the result stays under `MAX_SEGMENT_BYTES`, so each record is
+  rewritten at most once per level: write amplification ≤ 1 + log_FANOUT(flushes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sluice import errors
+from sluice.adapters.dynamo import ConditionFailed, batch_delete
+from sluice.engine import keys
+from sluice.engine.backend import Backend
+from sluice.engine.queues import QueueRegistry
+from sluice.engine.streams import expired, scan_hot
+from sluice.models import Queue, Shard
+from sluice.segments import (
+    Record,
+    SegmentRef,
+    covering,
+    delete_index,
+    list_segments,
+    put_index,
+    read_segment,
+    write_segment,
+)
+
+logger = logging.getLogger(__name__)
+
+FLUSH_MAX_RECORDS = 50_000  # per segment written by one flush
+FANOUT = 4  # segments of one level merged into one of the next
+MAX_SEGMENT_BYTES = 64 * 1024 * 1024  # compaction stops growing a segment past this
+MAX_HOT_RETENTION_SECONDS = 1_209_600  # the hot tier never holds an item longer than 14 days
+ACTIONS = ("flush", "compact", "sweep", "retention", "all")
+
+
+@dataclass
+class WorkReport:
+    """What one run did, summed over the shards it visited (returned by the Lambda)."""
+
+    shards: int = 0
+    flushed_records: int = 0
+    flushed_bytes: int = 0
+    segments_written: int = 0
+    compactions: int = 0
+    compacted_records: int = 0
+    compacted_bytes: int = 0
+    swept_items: int = 0
+    expired_segments: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def merge(self, other: WorkReport) -> None:
+        for name, value in other.__dict__.items():
+            if isinstance(value, int):
+                setattr(self, name, getattr(self, name) + value)
+            else:
+                getattr(self, name).extend(value)
+
+
+class ShardWorker:
+    def __init__(self, backend: Backend, registry: QueueRegistry) -> None:
+        self.backend = backend
+        self.registry = registry
+
+    # --- entry point ----------------------------------------------------------------------------------
+
+    def run(self, action: str = "all", queue: str | None = None) -> WorkReport:
+        """Do `action` on every shard of `queue`, or of every queue when None."""
+        if action not in ACTIONS:
+            raise errors.InvalidRequest(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
+        report = WorkReport()
+        for q in [self.registry.get(queue)] if queue else self._all_queues():
+            for shard in q.shards:
+                try:
+                    report.merge(self.work_shard(q, shard, action))
+                except errors.SluiceError as exc:  # one shard's trouble must not stop the others
+                    logger.warning("shard work failed on %s/%s: %s", q.name, shard.id, exc)
+                    report.errors.append(f"{q.name}/{shard.id}: {exc}")
+        return report
+
+    def work_shard(self, queue: Queue, shard: Shard, action: str = "all") -> WorkReport:
+        report = WorkReport(shards=1)
+        if action in ("flush", "all"):
+            while self.flush(queue, shard, report):
+                pass
+        if action in ("compact", "all"):
+            while self.compact(queue, shard, report):
+                pass
+        if action in ("retention", "all"):
+            report.expired_segments += self.apply_retention(queue, shard)
+        if action in ("sweep", "all"):
+            report.swept_items += self.sweep(queue, shard)
+        return report
+
+    def _all_queues(self) -> Iterable[Queue]:
+        after = None
+        while True:
+            page = self.registry.list(limit=100, after=after)
+            yield from page
+            if len(page) < 100:
+                return
+            after = page[-1].name
+
+    # --- flush ----------------------------------------------------------------------------------------
+
+    def flush(self, queue: Queue, shard: Shard, report: WorkReport | None = None) -> int:
+        """Write the next contiguous range of the hot tier as one level-0 segment (a range of only
+        sealed gaps just moves the mark). Returns how many sequences `flushed` moved: 0 when there
+        was nothing to flush, a young gap blocks it, or another worker flushed it first."""
+        table = self.backend.table_for(shard)
+        pk = keys.shard_pk(queue, shard.id)
+        head = table.get(pk, keys.HEAD_SK) or {}
+        flushed = head.get("flushed", 0)
+        if flushed >= head.get("next", 0):
+            self._set_ttl(queue, shard, head)
+            return 0
+        now = self.backend.clock()
+        scan = scan_hot(self.backend, queue, shard, head, flushed, FLUSH_MAX_RECORDS, now)
+        end = scan.next_seq
+        if end <= flushed:
+            return 0  # a young gap right at the mark: wait for it
+        ref = None
+        if scan.records:
+            ref = write_segment(self.backend, queue, shard.id, scan.records, flushed, end - 1, level=0)
+            if not put_index(self.backend, ref):
+                return 0  # another worker flushed this range
+        try:
+            table.update(
+                pk,
+                keys.HEAD_SK,
+                "SET #f = :end",
+                condition="attribute_not_exists(#f) OR #f = :old",
+                names={"#f": "flushed"},
+                values={":end": end, ":old": flushed},
+            )
+        except ConditionFailed:
+            return 0
+        if report is not None:
+            report.flushed_records += len(scan.records)
+            report.flushed_bytes += ref.bytes if ref else 0
+            report.segments_written += 1 if ref else 0
+        self._set_ttl(queue, shard, {**head, "flushed": end})
+        return end - flushed
+
+    def _set_ttl(self, queue: Queue, shard: Shard, head: dict[str, Any]) -> None:
+        """Bottomless queues: give the items below `flushed` their `exp`, now that S3 holds them."""
+        if not queue.settings.bottomless:
+            return
+        start, end = head.get("ttl_set", 0), head.get("flushed", 0)
+        if start >= end:
+            return
+        table = self.backend.table_for(shard)
+        pk = keys.shard_pk(queue, shard.id)
+        hot_seconds = min(queue.settings.retention_seconds, MAX_HOT_RETENTION_SECONDS)
+        lo = keys.msg_sk(max(0, start - 99))
+        for item in table.query(pk, sk_from=lo, sk_to=keys.msg_sk(end - 1)):
+            first, count = keys.seq_of(item["sk"]), item["n"]
+            if first + count <= start or item.get("gap"):
+                continue
+            try:
+                table.update(
+                    pk,
+                    item["sk"],
+                    "SET #e = :e",
+                    condition="attribute_exists(pk)",
+                    names={"#e": "exp"},
+                    values={":e": item["ts"] // 1000 + hot_seconds},
+                )
+            except ConditionFailed:
+                continue  # swept meanwhile
+        with contextlib.suppress(ConditionFailed):  # a newer flush already set more
+            table.update(
+                pk,
+                keys.HEAD_SK,
+                "SET #t = :end",
+                condition="attribute_not_exists(#t) OR #t < :end",
+                names={"#t": "ttl_set"},
+                values={":end": end},
+            )
+
+    # --- compaction -----------------------------------------------------------------------------------
+
+    def compact(self, queue: Queue, shard: Shard, report: WorkReport | None = None) -> SegmentRef | None:
+        """Merge the oldest run of FANOUT adjacent same-level segments into one of the next level."""
+        refs = covering(list_segments(self.backend, queue, shard.id), 0)
+        run = _pick_run(refs)
+        if not run:
+            return None
+        records: list[Record] = []
+        for ref in run:
+            records += read_segment(self.backend, ref)
+        merged = write_segment(
+            self.backend, queue, shard.id, records, run[0].first, run[-1].last, level=run[0].level + 1
+        )
+        if not put_index(self.backend, merged, replacing=run[0]):
+            return None  # another worker compacted this range
+        for ref in run[1:]:
+            delete_index(self.backend, ref)
+        for ref in run:
+            if ref.key != merged.key:
+                self.backend.bucket.delete(ref.key)
+        if report is not None:
+            report.compactions += 1
+            report.compacted_records += len(records)
+            report.compacted_bytes += merged.bytes
+        return merged
+
+    # --- retention and TTL ----------------------------------------------------------------------------
+
+    def apply_retention(self, queue: Queue, shard: Shard) -> int:
+        """Non-bottomless queues: delete segments whose newest record is older than the retention."""
+        if queue.settings.bottomless:
+            return 0
+        horizon = self.backend.clock() - queue.settings.retention_seconds * 1000
+        removed = 0
+        for ref in covering(list_segments(self.backend, queue, shard.id), 0):
+            if ref.max_ts >= horizon:
+                break
+            delete_index(self.backend, ref)
+            self.backend.bucket.delete(ref.key)
+            removed += 1
+        return removed
+
+    def sweep(self, queue: Queue, shard: Shard) -> int:
+        """Delete items whose `exp` has passed — DynamoDB's TTL, for the local runtime (moto never
+        expires items). Deployed, DynamoDB does this itself; readers already treat them as gone.
+        On bottomless queues only flushed items can carry an `exp`, so nothing unflushed goes."""
+        table = self.backend.table_for(shard)
+        pk = keys.shard_pk(queue, shard.id)
+        head = table.get(pk, keys.HEAD_SK) or {}
+        flushed = head.get("flushed", 0)
+        now = self.backend.clock()
+        doomed: list[tuple[str, str]] = []
+        for item in table.query(pk, sk_from=keys.msg_sk(0), sk_to=keys.MSG_SK_END):
+            first = keys.seq_of(item["sk"])
+            if expired(item, now):
+                if not queue.settings.bottomless or first + item["n"] <= flushed or item.get("gap"):
+                    doomed.append((pk, item["sk"]))
+            elif not item.get("gap"):
+                break  # message items expire in sequence order (exp = ts + a fixed time): done
+        batch_delete(table, doomed)
+        return len(doomed)
+
+
+def _pick_run(refs: list[SegmentRef]) -> list[SegmentRef]:
+    """The oldest FANOUT adjacent segments of one level whose merge stays under MAX_SEGMENT_BYTES."""
+    for i in range(len(refs) - FANOUT + 1):
+        run = refs[i : i + FANOUT]
+        if len({r.level for r in run}) != 1:
+            continue
+        if sum(r.bytes for r in run) > MAX_SEGMENT_BYTES:
+            continue
+        return run  # adjacent in the index: sequences between two entries are sealed gaps
+    return []
