@@ -1,8 +1,8 @@
 """The broker: API Gateway → send/publish, queue administration and tokens."""
 
-from lambdas.broker import queues, send
+from lambdas.broker import consumers, queues, send
 from lambdas.common.http import build_app, make_handler
 from sluice.constants import FN_BROKER
 
-app = build_app(queues.router, send.router)
+app = build_app(queues.router, send.router, consumers.router)
 lambda_handler = make_handler(app, FN_BROKER)

@@ -234,7 +234,14 @@ class Consumer:
 
     # --- ack, retry, extend -----------------------------------------------------------------------------
 
-    def ack(self, queue_name: str, acks: Iterable[str], retries: Iterable[RetryRequest] = ()) -> AckResult:
+    def ack(
+        self,
+        queue_name: str,
+        acks: Iterable[str],
+        retries: Iterable[RetryRequest] = (),
+        *,
+        max_retries: int | None = None,  # a push consumer's own limit instead of the queue's
+    ) -> AckResult:
         queue = self.directory.get(queue_name)
         warnings: list[str] = []
         ops: dict[tuple[str, int], list[tuple[str, Lease, int | None]]] = {}
@@ -251,7 +258,7 @@ class Consumer:
             ops.setdefault((lease.group, lease.shard), []).append((kind, lease, delay))
         acked = retried = 0
         for (group, shard_id), shard_ops in ops.items():
-            a, r, w = self._apply(queue, group, shard_id, shard_ops)
+            a, r, w = self._apply(queue, group, shard_id, shard_ops, max_retries)
             acked, retried = acked + a, retried + r
             warnings += w
         return AckResult(ack_count=acked, retry_count=retried, warnings=warnings)
@@ -277,7 +284,12 @@ class Consumer:
         return AckResult(ack_count=extended, retry_count=0, warnings=warnings)
 
     def _apply(
-        self, queue: Queue, group: str, shard_id: int, ops: list[tuple[str, Lease, int | None]]
+        self,
+        queue: Queue,
+        group: str,
+        shard_id: int,
+        ops: list[tuple[str, Lease, int | None]],
+        max_retries: int | None = None,
     ) -> tuple[int, int, list[str]]:
         shard = queue.shard(shard_id)
         if shard is None or group not in queue.groups:
@@ -286,7 +298,7 @@ class Consumer:
                 0,
                 [f"lease on shard {shard_id} of group {group!r} no longer exists; ignored"] * len(ops),
             )
-        max_deliveries = max(1, queue.settings.max_retries)
+        max_deliveries = max(1, queue.settings.max_retries if max_retries is None else max_retries)
         for attempt in range(_MAX_COMMIT_ATTEMPTS):
             if attempt:
                 time.sleep(random.uniform(0, 0.005 * 2 ** min(attempt, 6)))
