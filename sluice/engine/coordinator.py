@@ -149,7 +149,7 @@ class CoordinatorLease:
                 returns="ALL_OLD",
             )
         except ConditionFailed as exc:
-            self.seen = exc.item or {}
+            self.seen = exc.item or self.table.get(COORDINATOR_PK, self.sk) or {}
             return False
         old = old or {}
         self.token = int(old.get("tok", 0)) + 1
