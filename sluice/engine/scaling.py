@@ -25,6 +25,7 @@ class ScalingPolicy:
     low_utilization: float = 0.3  # shrink only when the load would fit in the smaller set at this share
     max_growth: float = 4.0  # at most x this many open shards per decision (throttle counts overshoot)
     scale_down_after_ms: int = 60_000  # the load must stay low this long before shards are sealed
+    throttle_tolerance: float = 0.01  # throttled/requests above this force at least one more shard
     default_request_wcu: float = 22.0  # for throttles on a shard that accepted nothing yet (100 x 200 B)
 
 
@@ -101,7 +102,9 @@ def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
     demand = observed + unmet
     decision.demand_wcu_per_s = demand
     per_shard = policy.shard_wcu_ceiling * policy.target_utilization
-    throttled = unmet > 0
+    requests = sum(s.requests_per_s for s in open_shards)
+    throttles = sum(s.throttles_per_s for s in open_shards)
+    throttled = throttles > 0 and throttles > policy.throttle_tolerance * requests
     if obs.ordered:
         # A partition key's shard is a hash over the open shards: resharding would reorder keys.
         desired = n_open
@@ -128,7 +131,7 @@ def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
     # Hysteresis: shrink only once the open shards run below `low_utilization`, then to `desired`.
     low = (
         desired < n_open
-        and not throttled
+        and not throttles
         and demand <= n_open * policy.shard_wcu_ceiling * (policy.low_utilization)
     )
     if obs.ordered and n_open > obs.min_shards:
