@@ -176,7 +176,25 @@ def test_bottomless_shards_retire_only_once_flushed(clocked, clock, queue_name):
     assert coord.run_once().queues[0].retired == [sealed[0].id]
 
 
-def test_two_coordinators_at_once_one_acts_the_other_stands_down(engine, queue_name, caplog):
+@pytest.fixture
+def atomic_moto_updates(monkeypatch):
+    """DynamoDB applies a conditional update atomically per item; moto's in-process backend checks and
+    writes without a lock, so two threads can both pass one condition. Serialise its UpdateItem."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    lock = threading.Lock()
+    original = DynamoDBBackend.update_item
+
+    def update_item(self, *args, **kwargs):
+        with lock:
+            return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(DynamoDBBackend, "update_item", update_item)
+
+
+def test_two_coordinators_at_once_one_acts_the_other_stands_down(
+    engine, queue_name, caplog, atomic_moto_updates
+):
     engine.queues.create(queue_name)
     barrier = threading.Barrier(2)
     reports = {}
