@@ -25,6 +25,9 @@ ADMIN_TOKEN = "test-admin-token"
 def aws() -> Iterator[None]:
     from moto import mock_aws
 
+    from sluice.local import moto_patches
+
+    moto_patches.apply()
     with mock_aws():
         yield
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sluice import errors, faults
@@ -29,7 +29,7 @@ SHARDS_PER_PULL = 8  # shards sampled per pull: one BatchGetItem of 2 items each
 MAX_PENDING = 5_000  # leased + delayed messages per shard and group: bounds the state item
 GAP_WAIT_MS = 15_000  # a sequence allocated this long ago and never written is sealed as a gap
 _ITEMS_PER_QUERY = 8
-_MAX_COMMIT_ATTEMPTS = 12
+_MAX_COMMIT_ATTEMPTS = 30
 
 
 @dataclass
@@ -122,29 +122,29 @@ class Consumer:
             views.append(_ShardView(shard, table, pk, state, head.get("next", 0), head.get("ts", 0)))
         return views
 
-    def _reread(self, queue: Queue, view: _ShardView, group: str) -> _ShardView:
-        return self._read_views(queue, [view.shard], group)[0]
-
     def _pull_shard(self, queue: Queue, view: _ShardView, group: str, want: int, vis: int) -> list[Delivery]:
+        """Lease from one shard. A lost race retries from the winner's state and the items already read
+        (they never change), so a retry costs one conditional write: the race window stays small."""
+        fetched: list[dict[str, Any]] = []
         for attempt in range(_MAX_COMMIT_ATTEMPTS):
             if attempt:
-                time.sleep(random.uniform(0, 0.005 * 2 ** min(attempt, 6)))
-                view = self._reread(queue, view, group)
+                _backoff(attempt)
             now = self.backend.clock()
             state = view.state
             old_version = state.version
             deliveries: list[Delivery] = []
             self._take_due(queue, view, group, want, vis, now, deliveries)
             if len(deliveries) < want and len(state.pending) < MAX_PENDING:
-                self._take_fresh(queue, view, group, want, vis, now, deliveries)
+                self._take_fresh(queue, view, group, want, vis, now, deliveries, fetched)
             if not view.dirty:
                 return []
             try:
                 self._commit(view, group, old_version)
-            except ConditionFailed:
+            except ConditionFailed as exc:
+                view = _lost_race(view, exc)
                 continue
             return deliveries
-        raise errors.Conflict("too many consumers are pulling this shard at once; retry")
+        raise errors.Throttled("too many consumers are pulling this shard at once; retry shortly")
 
     def _take_due(
         self, queue: Queue, view: _ShardView, group: str, want: int, vis: int, now: int, out: list[Delivery]
@@ -170,15 +170,31 @@ class Consumer:
         view.dirty = True
 
     def _take_fresh(
-        self, queue: Queue, view: _ShardView, group: str, want: int, vis: int, now: int, out: list[Delivery]
+        self,
+        queue: Queue,
+        view: _ShardView,
+        group: str,
+        want: int,
+        vis: int,
+        now: int,
+        out: list[Delivery],
+        fetched: list[dict[str, Any]],
     ) -> None:
         state = view.state
         start_ms = queue.groups.get(group, 0)
         if state.read >= view.head_next:
             return
-        items = view.table.query(
-            view.pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=_ITEMS_PER_QUERY
-        )
+        items = [it for it in fetched if keys.seq_of(it["sk"]) + it["n"] > state.read]
+        if not items:
+            items = list(
+                view.table.query(
+                    view.pk,
+                    sk_from=keys.msg_sk(state.read_item),
+                    sk_to=keys.MSG_SK_END,
+                    limit=_ITEMS_PER_QUERY,
+                )
+            )
+            fetched[:] = items
         for item in items:
             first, count = keys.seq_of(item["sk"]), item["n"]
             if first + count <= state.read:
@@ -299,10 +315,10 @@ class Consumer:
                 [f"lease on shard {shard_id} of group {group!r} no longer exists; ignored"] * len(ops),
             )
         max_deliveries = max(1, queue.settings.max_retries if max_retries is None else max_retries)
+        view = self._read_views(queue, [shard], group)[0]
         for attempt in range(_MAX_COMMIT_ATTEMPTS):
             if attempt:
-                time.sleep(random.uniform(0, 0.005 * 2 ** min(attempt, 6)))
-            view = self._read_views(queue, [shard], group)[0]
+                _backoff(attempt)
             state, now = view.state, self.backend.clock()
             old_version = state.version
             done = retried = 0
@@ -341,10 +357,11 @@ class Consumer:
                 return 0, 0, warnings
             try:
                 self._commit(view, group, old_version)
-            except ConditionFailed:
+            except ConditionFailed as exc:
+                view = _lost_race(view, exc)
                 continue
             return done, retried, warnings
-        raise errors.Conflict("too many consumers are acking this shard at once; retry")
+        raise errors.Throttled("too many consumers are acking this shard at once; retry shortly")
 
     # --- helpers ----------------------------------------------------------------------------------------
 
@@ -447,6 +464,15 @@ class Consumer:
             faults.crash_point(faults.DLQ_AFTER_WRITE)
         for seq in seqs:
             del state.pending[seq]
+
+
+def _lost_race(view: _ShardView, exc: ConditionFailed) -> _ShardView:
+    """The view with the winner's state, which the failed condition handed back: no re-read needed."""
+    return replace(view, state=_state_from(exc.item), dirty=False)
+
+
+def _backoff(attempt: int) -> None:
+    time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))
 
 
 def _state_from(item: dict[str, Any] | None) -> GroupState:

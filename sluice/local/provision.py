@@ -1,46 +1,134 @@
-"""Create Sluice's resources on an AWS endpoint (moto) and return the Settings that point at them."""
+"""Create Sluice's resources on an AWS endpoint (moto) from the synthesized stack template.
+
+The local runtime provisions what the CDK stack defines, not a hand-written copy of it: every
+`AWS::DynamoDB::Table` in the template (key schema, attribute types, billing mode, TTL) and the segment
+bucket. Template physical names are deploy-time tokens, so resources are named locally from their
+logical ids (`sluice.constants.LOGICAL_*`):
+
+    ControlTable   -> sluice-{stage}-control
+    ShardTable{i}  -> sluice-{stage}-shards-{i}
+    SegmentBucket  -> sluice-{stage}-segments
+    other tables   -> sluice-{stage}-{logical id, lower case}
+"""
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
+from botocore.exceptions import ClientError
+
 from sluice import constants as c
 from sluice.adapters import aws
+from sluice.local.template import TemplateUnavailable, load_template
 from sluice.settings import Settings
+
+__all__ = ["TemplateUnavailable", "local_name", "provision", "tables_from_template"]
+
+_SHARD_RE = re.compile(rf"^{re.escape(c.LOGICAL_SHARD_TABLE_PREFIX)}(\d+)$")
+
+
+def local_name(stage: str, logical_id: str) -> str:
+    if logical_id == c.LOGICAL_CONTROL_TABLE:
+        return f"sluice-{stage}-control"
+    if m := _SHARD_RE.match(logical_id):
+        return f"sluice-{stage}-shards-{m.group(1)}"
+    if logical_id == c.LOGICAL_SEGMENT_BUCKET:
+        return f"sluice-{stage}-segments"
+    return f"sluice-{stage}-{logical_id.lower()}"
+
+
+def tables_from_template(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Logical id -> Properties of every DynamoDB table in the template."""
+    return {
+        lid: res.get("Properties", {})
+        for lid, res in template.get("Resources", {}).items()
+        if res.get("Type") == "AWS::DynamoDB::Table"
+    }
 
 
 def provision(
-    endpoint_url: str, stage: str = "local", shard_table_count: int = c.DEFAULT_SHARD_TABLE_COUNT
+    endpoint_url: str | None,
+    stage: str = "local",
+    shard_table_count: int = c.DEFAULT_SHARD_TABLE_COUNT,
+    *,
+    template: dict[str, Any] | None = None,
 ) -> Settings:
-    """Tables, bucket and shard-map path of the stack, named for `stage`. Idempotent."""
+    """Tables, bucket and shard-map path of the stack, named for `stage`. Idempotent.
+
+    `template` defaults to the cached synthesized template (synthesized with `shard_table_count` shard
+    tables if missing or stale); raises `TemplateUnavailable` with the reason if it cannot be produced.
+    """
+    if template is None:
+        context = (
+            None
+            if shard_table_count == c.DEFAULT_SHARD_TABLE_COUNT
+            else {"shard_table_count": shard_table_count}
+        )
+        template = load_template(context)
+    tables = tables_from_template(template)
+    shard_ids = sorted(
+        (lid for lid in tables if _SHARD_RE.match(lid)),
+        key=lambda lid: int(lid[len(c.LOGICAL_SHARD_TABLE_PREFIX) :]),
+    )
+    if c.LOGICAL_CONTROL_TABLE not in tables or len(shard_ids) < shard_table_count:
+        raise TemplateUnavailable(
+            f"the template defines {c.LOGICAL_CONTROL_TABLE}: {c.LOGICAL_CONTROL_TABLE in tables} and "
+            f"{len(shard_ids)} shard tables; {shard_table_count} were asked for"
+        )
+    if c.LOGICAL_SEGMENT_BUCKET not in template.get("Resources", {}):
+        raise TemplateUnavailable(f"the template has no {c.LOGICAL_SEGMENT_BUCKET}")
+    wanted_shards = set(shard_ids[:shard_table_count])
+
     ddb = aws.client("dynamodb", endpoint_url)
-    s3 = aws.client("s3", endpoint_url)
-    control = f"sluice-{stage}-control"
-    shards = [f"sluice-{stage}-shards-{i}" for i in range(shard_table_count)]
     existing = set(ddb.list_tables()["TableNames"])
-    for name in [control, *shards]:
-        if name in existing:
+    for lid, props in tables.items():
+        if _SHARD_RE.match(lid) and lid not in wanted_shards:
             continue
-        ddb.create_table(
-            TableName=name,
-            KeySchema=[
-                {"AttributeName": c.PARTITION_KEY, "KeyType": "HASH"},
-                {"AttributeName": c.SORT_KEY, "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": c.PARTITION_KEY, "AttributeType": "S"},
-                {"AttributeName": c.SORT_KEY, "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
+        name = local_name(stage, lid)
+        if name not in existing:
+            _create_table(ddb, name, props)
+
+    s3 = aws.client("s3", endpoint_url)
+    bucket = local_name(stage, c.LOGICAL_SEGMENT_BUCKET)
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except ClientError:
+        region = s3.meta.region_name
+        extra = (
+            {}
+            if region in (None, "us-east-1")
+            else {"CreateBucketConfiguration": {"LocationConstraint": region}}
         )
-        ddb.update_time_to_live(
-            TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": c.TTL_ATTRIBUTE}
-        )
-    bucket = f"sluice-{stage}-segments"
-    s3.create_bucket(Bucket=bucket)
+        s3.create_bucket(Bucket=bucket, **extra)
+
     return Settings(
-        control_table=control,
-        shard_tables=shards,
+        control_table=local_name(stage, c.LOGICAL_CONTROL_TABLE),
+        shard_tables=[local_name(stage, lid) for lid in shard_ids[:shard_table_count]],
         segment_bucket=bucket,
         shard_map_prefix=c.SHARD_MAP_PREFIX_TEMPLATE.format(stage=stage),
         aws_endpoint_url=endpoint_url,
         stage=stage,
     )
+
+
+def _create_table(ddb: Any, name: str, props: dict[str, Any]) -> None:
+    kwargs: dict[str, Any] = {
+        "TableName": name,
+        "KeySchema": props["KeySchema"],
+        "AttributeDefinitions": props["AttributeDefinitions"],
+        "BillingMode": props.get("BillingMode", "PROVISIONED"),
+    }
+    if kwargs["BillingMode"] == "PROVISIONED":
+        kwargs["ProvisionedThroughput"] = props.get(
+            "ProvisionedThroughput", {"ReadCapacityUnits": 5, "WriteCapacityUnits": 5}
+        )
+    for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
+        if key in props:
+            kwargs[key] = props[key]
+    ddb.create_table(**kwargs)
+    ttl = props.get("TimeToLiveSpecification")
+    if ttl and ttl.get("Enabled"):
+        ddb.update_time_to_live(
+            TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl["AttributeName"]}
+        )

@@ -18,7 +18,7 @@ from urllib.parse import unquote
 from moto.server import ThreadedMotoServer
 
 from sluice import constants as c
-from sluice.local import gateway
+from sluice.local import gateway, moto_patches
 from sluice.local.provision import provision
 from sluice.local.workers import FunctionPool
 from sluice.local.workers import invoke as invoke_in_process
@@ -64,6 +64,7 @@ class LocalRuntime:
     def start(self) -> None:
         os.environ.update(LOCAL_AWS_ENV)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every call
+        moto_patches.apply()
         self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
         self._moto.start()
         host, port = self._moto.get_host_and_port()

@@ -1,0 +1,40 @@
+# Infra targets (CDK stack). Included from the main Makefile: `include mk/infra.mk`.
+#   make synth            cdk.out/SluiceStack.template.json, skipped while its inputs' hash is unchanged
+#   make synth FORCE=1    synthesize regardless
+#   make lint-template    cfn-lint on the template (errors fail; warnings are printed; W3005 ignored)
+#   make test-infra       CDK assertion, cdk-nag and template-provisioning tests
+#   make cdk-diff / cdk-deploy / cdk-destroy / cdk-bootstrap   the pinned CDK CLI (needs AWS credentials)
+
+INFRA_PY        ?= .venv/bin/python
+# cdk.json runs `python app.py`: put the project venv first on PATH for the CLI targets.
+INFRA_CDK_CLI   ?= PATH="$(CURDIR)/.venv/bin:$$PATH" npx -y aws-cdk@2.1148.1
+INFRA_CDK_FLAGS ?= --no-notices
+INFRA_TEMPLATE  := cdk.out/SluiceStack.template.json
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export CDK_DISABLE_CLI_TELEMETRY := true
+
+.PHONY: synth lint-template test-infra cdk-diff cdk-deploy cdk-destroy cdk-bootstrap
+
+synth:
+	$(INFRA_PY) -m sluice.local.template synth $(if $(FORCE),--force)
+
+# cfn-lint exit codes are a bit mask: 2 = errors (fail), 4 = warnings, 8 = informational.
+lint-template: synth
+	@.venv/bin/cfn-lint --ignore-checks W3005 -- $(INFRA_TEMPLATE); rc=$$?; \
+	  if [ $$((rc & 2)) -ne 0 ] || [ $$((rc & 1)) -ne 0 ]; then echo "cfn-lint: errors (exit $$rc)"; exit 1; fi; \
+	  echo "cfn-lint: no errors (exit $$rc)"
+
+test-infra:
+	.venv/bin/pytest -m infra tests/infra
+
+cdk-bootstrap:
+	$(INFRA_CDK_CLI) bootstrap $(INFRA_CDK_FLAGS)
+
+cdk-diff:
+	$(INFRA_CDK_CLI) diff $(INFRA_CDK_FLAGS) SluiceStack
+
+cdk-deploy:
+	$(INFRA_CDK_CLI) deploy $(INFRA_CDK_FLAGS) --require-approval broadening SluiceStack
+
+cdk-destroy:
+	$(INFRA_CDK_CLI) destroy $(INFRA_CDK_FLAGS) SluiceStack

@@ -1,0 +1,141 @@
+"""The synthesized CloudFormation template, cached: shared by `make synth` and the local runtime.
+
+`python app.py` takes ≈ 15 s (jsii + node), so the template is synthesized once and reused while a hash
+of its inputs is unchanged: `stacks/`, `app.py`, `cdk.json`, `sluice/constants.py`, `pyproject.toml`
+and the context. The hash is written next to the template (`cdk.out/.sluice-synth-hash`).
+Default context synthesizes into `cdk.out/` (what `cdk deploy --app cdk.out` and cfn-lint use);
+other contexts get their own folder under `.cache/synth/` so they do not evict each other.
+
+Pure standard library: importing this module never starts node. Usage:
+    python -m sluice.local.template synth [--force] [-c key=value ...]   # prints the template path
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+STACK_NAME = "SluiceStack"
+HASH_FILE = ".sluice-synth-hash"
+HASHED_PATHS = ("stacks", "app.py", "cdk.json", "sluice/constants.py", "pyproject.toml")
+
+
+class TemplateUnavailable(RuntimeError):
+    """The template could not be produced (no repo checkout, no node, or synth failed)."""
+
+
+def repo_root() -> Path:
+    """The checkout holding app.py: $SLUICE_REPO_ROOT, else this file's repo, else the cwd."""
+    candidates = [os.environ.get("SLUICE_REPO_ROOT"), Path(__file__).resolve().parents[2], Path.cwd()]
+    for cand in candidates:
+        if cand and (Path(cand) / "app.py").is_file() and (Path(cand) / "stacks").is_dir():
+            return Path(cand)
+    raise TemplateUnavailable(
+        "cannot find the Sluice CDK app (app.py + stacks/): run from a repository checkout or set "
+        "SLUICE_REPO_ROOT to one"
+    )
+
+
+def input_hash(root: Path, context: dict[str, Any] | None = None) -> str:
+    digest = hashlib.sha256()
+    for rel in HASHED_PATHS:
+        path = root / rel
+        files = (
+            sorted(p for p in path.rglob("*.py") if "__pycache__" not in p.parts) if path.is_dir() else [path]
+        )
+        for f in files:
+            if f.is_file():
+                digest.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    digest.update(json.dumps(context or {}, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def outdir_for(root: Path, context: dict[str, Any] | None = None) -> Path:
+    if not context:
+        return root / "cdk.out"
+    key = hashlib.sha256(json.dumps(context, sort_keys=True).encode()).hexdigest()[:12]
+    return root / ".cache" / "synth" / key
+
+
+def is_fresh(outdir: Path, digest: str) -> bool:
+    hash_file = outdir / HASH_FILE
+    return (
+        hash_file.is_file()
+        and hash_file.read_text().strip() == digest
+        and (outdir / f"{STACK_NAME}.template.json").is_file()
+    )
+
+
+def synth(context: dict[str, Any] | None = None, *, force: bool = False, root: Path | None = None) -> Path:
+    """Synthesize unless the cached template is current; return the template's path."""
+    root = root or repo_root()
+    outdir = outdir_for(root, context)
+    digest = input_hash(root, context)
+    template = outdir / f"{STACK_NAME}.template.json"
+    if not force and is_fresh(outdir, digest):
+        return template
+    if shutil.which("node") is None:
+        raise TemplateUnavailable(
+            "synthesizing the Sluice template needs Node.js (the CDK runs on jsii/node); install node "
+            f"or provide a current {template}"
+        )
+    tmp = outdir.with_name(f"{outdir.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    env = {
+        **os.environ,
+        "CDK_OUTDIR": str(tmp),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": os.environ.get(
+            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20"
+        ),
+    }
+    if context:
+        env["CDK_CONTEXT_JSON"] = json.dumps(context)
+    proc = subprocess.run(
+        [sys.executable, "app.py"], cwd=root, env=env, capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0 or not (tmp / template.name).is_file():
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise TemplateUnavailable(f"`python app.py` failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    (tmp / HASH_FILE).write_text(digest + "\n")
+    shutil.rmtree(outdir, ignore_errors=True)
+    outdir.parent.mkdir(parents=True, exist_ok=True)
+    tmp.rename(outdir)
+    return template
+
+
+def load_template(context: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The cached `SluiceStack.template.json`, synthesized first if missing or stale."""
+    return json.loads(synth(context).read_text())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sluice.local.template")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_synth = sub.add_parser("synth", help="synthesize into cdk.out unless inputs are unchanged")
+    p_synth.add_argument("--force", action="store_true")
+    p_synth.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    context = dict(item.split("=", 1) for item in args.context)
+    root = repo_root()
+    fresh = not args.force and is_fresh(outdir_for(root, context), input_hash(root, context))
+    started = time.monotonic()
+    try:
+        path = synth(context, force=args.force, root=root)
+    except TemplateUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    state = "up to date" if fresh else f"synthesized in {time.monotonic() - started:.1f} s"
+    print(f"{path.relative_to(root)} ({state})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

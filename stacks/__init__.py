@@ -1,0 +1,1 @@
+"""The Sluice CDK app: one construct per concern, composed by `SluiceStack`."""

@@ -1,0 +1,70 @@
+"""Stack configuration from CDK context (`-c key=value` or cdk.json), with defaults.
+
+Every knob has a default so `python app.py` synthesizes with no arguments and no AWS credentials.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from constructs import Node
+
+from sluice import constants as c
+
+
+@dataclass(frozen=True)
+class SluiceConfig:
+    stage: str = c.DEFAULT_STAGE
+    shard_table_count: int = c.DEFAULT_SHARD_TABLE_COUNT
+    log_retention_days: int = 30
+    api_throttle_rate: float = 1000.0  # steady-state requests per second on the $default stage
+    api_throttle_burst: int = 2000
+    # Alarms.
+    alarm_oldest_message_age_seconds: float = 900.0
+    alarm_lambda_errors: int = 5  # errors per function per 5 minutes
+    alarm_ddb_throttles: int = 10  # throttled requests per table per 5 minutes
+    # Data tables and the segment bucket survive `cdk destroy` unless a stage opts out (dev sandboxes).
+    retain_data: bool = True
+    lambda_memory_mb: int = 1024
+    # Powertools public layer: `powertools_layer_arn` wins; else the public SSM parameter for
+    # `powertools_version` ("" = the aws-lambda-powertools version pinned in pyproject.toml).
+    powertools_layer_arn: str = ""
+    powertools_version: str = ""
+
+    @classmethod
+    def from_node(cls, node: Node) -> SluiceConfig:
+        """Read `<field>` context values; strings from `-c` are coerced to the field's type."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = node.try_get_context(f.name)
+            if raw is None:
+                continue
+            values[f.name] = _coerce(raw, type(getattr(cls, f.name)))
+        cfg = cls(**values)
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        if not self.stage.replace("-", "").isalnum() or len(self.stage) > 20:
+            raise ValueError(f"stage {self.stage!r}: use 1-20 letters, digits or '-'")
+        if not 1 <= self.shard_table_count <= 64:
+            raise ValueError("shard_table_count must be 1..64")
+        if self.log_retention_days <= 0:
+            raise ValueError("log_retention_days must be positive")
+
+    def to_context(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _coerce(raw: Any, typ: type) -> Any:
+    if isinstance(raw, typ) and not (typ is int and isinstance(raw, bool)):
+        return raw
+    if typ is bool:
+        if isinstance(raw, str):
+            return raw.strip().lower() in {"1", "true", "yes", "on"}
+        return bool(raw)
+    if isinstance(raw, str) and typ in (int, float):
+        return typ(json.loads(raw))
+    return typ(raw)

@@ -1,0 +1,224 @@
+"""Glue job definitions for the Spark consumers, in Glue 5.0 (Spark 3.5) and Glue 6.0 (Spark 4) variants.
+
+- Scripts (`glue_jobs/*.py`) and a wheel of `sluice` are S3 assets; the wheel goes to `--extra-py-files`
+  (a pure-Python wheel is importable straight from the Python path). pydantic, which `sluice` needs
+  and whose core is compiled, is installed by Glue's pip from `--additional-python-modules` at the
+  version pinned in pyproject.toml (the job needs egress to PyPI or a mirror for that).
+- The wheel is built at synth without Docker (`uv build --wheel`, else `pip wheel --no-deps`) and cached
+  under `.cache/wheels/<hash of sluice/ + pyproject.toml>/`, so unchanged code is never rebuilt.
+- The role reads the segment bucket, writes `exports/` and `glue/tmp/`, reads the API token secret,
+  and writes its own logs; the pull consumer reaches the API over HTTPS with that bearer token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+from aws_cdk import ArnFormat, Stack
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_secretsmanager as secretsmanager
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from stacks.storage import EXPORTS_PREFIX, GLUE_TMP_PREFIX, SEGMENTS_PREFIX, Storage
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WHEEL_CACHE = REPO_ROOT / ".cache" / "wheels"
+GLUE_VERSIONS = {"glue5": "5.0", "glue6": "6.0"}
+JOB_SCRIPTS = {"pull-consumer": "glue_jobs/pull_consumer.py", "segment-reader": "glue_jobs/segment_reader.py"}
+
+
+def source_hash(root: Path = REPO_ROOT) -> str:
+    digest = hashlib.sha256()
+    files = sorted(p for p in (root / "sluice").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path in [*files, root / "pyproject.toml"]:
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def build_wheel(root: Path = REPO_ROOT, cache: Path = WHEEL_CACHE) -> Path:
+    """A wheel of `sluice` for this source tree, built once per source hash (≈ 1 s with uv)."""
+    target = cache / source_hash(root)
+    found = sorted(target.glob("sluice-*.whl"))
+    if found:
+        return found[0]
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        uv = shutil.which("uv")
+        cmd = (
+            [uv, "build", "--wheel", "--out-dir", tmp, str(root)]
+            if uv
+            else [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", tmp, str(root)]
+        )
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        wheels = sorted(Path(tmp).glob("sluice-*.whl"))
+        if proc.returncode != 0 or not wheels:
+            raise RuntimeError(f"building the sluice wheel failed ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")
+        target.mkdir(exist_ok=True)
+        final = target / wheels[0].name
+        shutil.move(str(wheels[0]), final)
+    return final
+
+
+def pinned_requirement(name: str, pyproject: Path = REPO_ROOT / "pyproject.toml") -> str:
+    for dep in tomllib.loads(pyproject.read_text())["project"]["dependencies"]:
+        if re.match(rf"{re.escape(name)}(\[|==|$)", dep):
+            return re.sub(r"\[[^\]]*\]", "", dep)
+    raise ValueError(f"{name} is not a dependency in pyproject.toml")
+
+
+class GlueJobs(Construct):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, stage: str, storage: Storage, api_url: str
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        bucket = storage.segment_bucket
+
+        self.wheel = s3_assets.Asset(self, "SluiceWheel", path=str(build_wheel()))
+        self.scripts = {
+            name: s3_assets.Asset(self, f"{_title(name)}Script", path=str(REPO_ROOT / rel))
+            for name, rel in JOB_SCRIPTS.items()
+        }
+        self.token_secret = secretsmanager.Secret(
+            self,
+            "ApiTokenSecret",
+            secret_name=f"sluice/{stage}/glue-api-token",
+            description="Bearer token the Glue pull consumer sends to the Sluice API (set after deploy: "
+            "`sluice token create --queue '*' --scope read --scope write`, see docs/deploy.md)",
+        )
+        NagSuppressions.add_resource_suppressions(
+            self.token_secret,
+            [
+                {
+                    "id": "AwsSolutions-SMG4",
+                    "reason": "The value is a Sluice API token, not an AWS credential: it is rotated by "
+                    "creating a new token with the CLI and revoking the old one (docs/deploy.md).",
+                }
+            ],
+        )
+
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("glue.amazonaws.com"),
+            description="Sluice Glue jobs: read segments, write exports, call the API with a token",
+        )
+        for asset in [self.wheel, *self.scripts.values()]:
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["s3:GetObject"], resources=[asset.bucket.arn_for_objects(asset.s3_object_key)]
+                )
+            )
+        self.role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{SEGMENTS_PREFIX}*")]
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                resources=[
+                    bucket.arn_for_objects(f"{EXPORTS_PREFIX}*"),
+                    bucket.arn_for_objects(f"{GLUE_TMP_PREFIX}*"),
+                ],
+            )
+        )
+        self.token_secret.grant_read(self.role)
+        glue_logs = stack.format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name="/aws-glue/*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[glue_logs],
+            )
+        )
+        NagSuppressions.add_resource_suppressions(
+            self.role,
+            [
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "Segment, export and Glue temp object keys are created at runtime; each grant "
+                    "is limited to one prefix of this stack's segment bucket.",
+                    "applies_to": [{"regex": "/^Resource::<.*SegmentBucket.*\\.Arn>\\/.*\\*$/g"}],
+                },
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "Glue writes driver/executor logs to log groups under /aws-glue/ whose streams "
+                    "are named per job run at runtime.",
+                    "applies_to": [
+                        {"regex": "/^Resource::arn:<AWS::Partition>:logs:.*:log-group:\\/aws-glue\\/\\*$/g"}
+                    ],
+                },
+            ],
+            apply_to_children=True,
+        )
+
+        base_args = {
+            "--job-language": "python",
+            "--extra-py-files": self.wheel.s3_object_url,
+            "--additional-python-modules": pinned_requirement("pydantic"),
+            "--TempDir": bucket.s3_url_for_object(GLUE_TMP_PREFIX),
+            "--enable-continuous-cloudwatch-log": "true",
+            # Progress lives in Sluice itself (acks, offsets), not in Glue bookmarks.
+            "--job-bookmark-option": "job-bookmark-disable",
+            "--sluice_api_url": api_url,
+            "--sluice_token_secret_arn": self.token_secret.secret_arn,
+            "--sluice_segment_bucket": bucket.bucket_name,
+            "--sluice_output_path": bucket.s3_url_for_object(f"{EXPORTS_PREFIX}{stage}/"),
+        }
+        self.jobs: dict[str, glue.CfnJob] = {}
+        for name, script in self.scripts.items():
+            for suffix, version in GLUE_VERSIONS.items():
+                job = glue.CfnJob(
+                    self,
+                    f"{_title(name)}{_title(suffix)}",
+                    name=f"sluice-{stage}-{name}-{suffix}",
+                    description=f"Sluice {name} on Glue {version}",
+                    role=self.role.role_arn,
+                    glue_version=version,
+                    command=glue.CfnJob.JobCommandProperty(
+                        name="glueetl", python_version="3", script_location=script.s3_object_url
+                    ),
+                    default_arguments=base_args,
+                    worker_type="G.1X",
+                    number_of_workers=2,
+                    max_retries=0,
+                    timeout=120,
+                )
+                self.jobs[f"{name}-{suffix}"] = job
+                NagSuppressions.add_resource_suppressions(
+                    job,
+                    [
+                        {
+                            "id": "AwsSolutions-GL1",
+                            "reason": "Job logs carry no message bodies and are encrypted at rest by "
+                            "CloudWatch Logs; a customer-managed KMS key is an opt-in hardening step "
+                            "(docs/deploy.md), not a default cost.",
+                        },
+                        {
+                            "id": "AwsSolutions-GL3",
+                            "reason": "Job bookmarks are disabled (--job-bookmark-option "
+                            "job-bookmark-disable): progress is kept by Sluice acks and offsets, so "
+                            "there is nothing to encrypt.",
+                        },
+                    ],
+                )
+
+
+def _title(name: str) -> str:
+    return "".join(part.capitalize() for part in re.split(r"[-_]", name))

@@ -1,0 +1,92 @@
+"""`SluiceStack`: storage, functions, grants, HTTP API, schedule, Glue jobs, monitoring, outputs.
+
+Environment-agnostic (no account/region at synth): ARNs use `Aws.REGION`/`Aws.ACCOUNT_ID` tokens, so
+`python app.py` needs no AWS credentials and one template deploys to any region.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Stack, Tags
+from constructs import Construct
+
+from sluice import constants as c
+from stacks.access import grant_function_access
+from stacks.api import HttpApi
+from stacks.config import SluiceConfig
+from stacks.functions import FunctionFactory, base_environment
+from stacks.glue import GlueJobs
+from stacks.monitoring import Monitoring
+from stacks.schedule import CoordinatorSchedule
+from stacks.storage import Storage
+
+
+class SluiceStack(Stack):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: SluiceConfig, **kwargs: object
+    ) -> None:
+        super().__init__(
+            scope, construct_id, description=f"Sluice serverless sharded queues ({config.stage})", **kwargs
+        )
+        self.config = config
+        Tags.of(self).add("project", "sluice")
+        Tags.of(self).add("sluice:stage", config.stage)
+
+        self.storage = Storage(
+            self,
+            "Storage",
+            stage=config.stage,
+            shard_table_count=config.shard_table_count,
+            retain=config.retain_data,
+        )
+        environment = base_environment(
+            control_table=self.storage.control_table.table_name,
+            shard_tables=[t.table_name for t in self.storage.shard_tables],
+            segment_bucket=self.storage.segment_bucket.bucket_name,
+            shard_map_prefix=self.storage.shard_map_prefix,
+            stage=config.stage,
+        )
+        factory = FunctionFactory(
+            self,
+            "Functions",
+            stage=config.stage,
+            environment=environment,
+            log_retention_days=config.log_retention_days,
+            memory_mb=config.lambda_memory_mb,
+            powertools_layer_arn=config.powertools_layer_arn,
+            powertools_version=config.powertools_version,
+        )
+        self.functions = factory.create_all()
+        # The coordinator starts push workers and shard work by name.
+        coordinator = self.functions[c.FN_COORDINATOR]
+        coordinator.add_environment(c.ENV_CONSUMER_FUNCTION, self.functions[c.FN_CONSUMER].function_name)
+        coordinator.add_environment(c.ENV_SHARD_FUNCTION, self.functions[c.FN_SHARD].function_name)
+        grant_function_access(self.functions, self.storage)
+
+        self.http = HttpApi(
+            self,
+            "Http",
+            stage=config.stage,
+            functions=self.functions,
+            throttle_rate=config.api_throttle_rate,
+            throttle_burst=config.api_throttle_burst,
+            log_retention_days=config.log_retention_days,
+        )
+        self.schedule = CoordinatorSchedule(self, "Schedule", stage=config.stage, coordinator=coordinator)
+        self.glue = GlueJobs(self, "Glue", stage=config.stage, storage=self.storage, api_url=self.http.url)
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            stage=config.stage,
+            functions=self.functions,
+            tables=self.storage.all_tables,
+            api=self.http.api,
+            oldest_age_seconds=config.alarm_oldest_message_age_seconds,
+            lambda_errors=config.alarm_lambda_errors,
+            ddb_throttles=config.alarm_ddb_throttles,
+        )
+
+        CfnOutput(self, "ApiUrl", value=self.http.url, description="Base URL of the Sluice HTTP API")
+        CfnOutput(self, "SegmentBucketName", value=self.storage.segment_bucket.bucket_name)
+        CfnOutput(self, "ControlTableName", value=self.storage.control_table.table_name)
+        CfnOutput(self, "GlueTokenSecretArn", value=self.glue.token_secret.secret_arn)
+        CfnOutput(self, "DashboardName", value=f"sluice-{config.stage}")

@@ -1,0 +1,107 @@
+"""Storage: the control table, N shard tables, the segment bucket (and its access-log bucket).
+
+Every table has the same key schema (`pk` S / `sk` S), TTL on `exp`, on-demand billing, point-in-time
+recovery and AWS-managed encryption. The local runtime reads these definitions back from the template,
+so what is defined here is what `sluice local` creates on moto.
+
+Segment bucket layout and lifecycle (anything not listed lives until the engine deletes it):
+- `segments/<queue>/<shard>/...`  flushed segments. Retention of non-bottomless queues is per queue, so
+  the shard function deletes expired segments itself; a bucket rule cannot know a queue's retention.
+- `segments/tmp/`                 compaction scratch objects: expire after 1 day.
+- `overflow/`                     message bodies too large for a DynamoDB item: expire after 15 days
+  (longer than the 14-day maximum hot retention).
+- `glue/tmp/`                     Glue `--TempDir`: expires after 7 days.
+- `exports/`                      Parquet written by the Glue pull consumer: kept.
+Incomplete multipart uploads are aborted after 1 day everywhere.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import CfnResource, Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as ddb
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from sluice import constants as c
+
+SEGMENTS_PREFIX = "segments/"
+SEGMENTS_TMP_PREFIX = "segments/tmp/"
+OVERFLOW_PREFIX = "overflow/"
+GLUE_TMP_PREFIX = "glue/tmp/"
+EXPORTS_PREFIX = "exports/"
+
+
+class Storage(Construct):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, stage: str, shard_table_count: int, retain: bool
+    ) -> None:
+        super().__init__(scope, construct_id)
+        removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
+
+        self.control_table = self._table(c.LOGICAL_CONTROL_TABLE, removal)
+        self.shard_tables = [
+            self._table(f"{c.LOGICAL_SHARD_TABLE_PREFIX}{i}", removal) for i in range(shard_table_count)
+        ]
+
+        self.access_log_bucket = s3.Bucket(
+            self,
+            "AccessLogBucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+            lifecycle_rules=[s3.LifecycleRule(id="expire-access-logs", expiration=Duration.days(90))],
+            removal_policy=removal,
+        )
+        self.segment_bucket = s3.Bucket(
+            self,
+            c.LOGICAL_SEGMENT_BUCKET,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            server_access_logs_bucket=self.access_log_bucket,
+            server_access_logs_prefix="segment-bucket/",
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(1)
+                ),
+                s3.LifecycleRule(
+                    id="expire-segment-scratch", prefix=SEGMENTS_TMP_PREFIX, expiration=Duration.days(1)
+                ),
+                s3.LifecycleRule(id="expire-overflow", prefix=OVERFLOW_PREFIX, expiration=Duration.days(15)),
+                s3.LifecycleRule(id="expire-glue-tmp", prefix=GLUE_TMP_PREFIX, expiration=Duration.days(7)),
+            ],
+            removal_policy=removal,
+        )
+        # Pin logical ids to the names in sluice.constants: the local runtime finds resources by them.
+        _pin_logical_id(self.segment_bucket, c.LOGICAL_SEGMENT_BUCKET)
+        # The shard map: one SSM parameter per queue below this path, written at runtime by the
+        # coordinator/broker (not a stack resource), so the stack only grants on the path.
+        self.shard_map_prefix = c.SHARD_MAP_PREFIX_TEMPLATE.format(stage=stage)
+
+    @property
+    def all_tables(self) -> list[ddb.Table]:
+        return [self.control_table, *self.shard_tables]
+
+    def _table(self, logical_id: str, removal: RemovalPolicy) -> ddb.Table:
+        table = ddb.Table(
+            self,
+            logical_id,
+            partition_key=ddb.Attribute(name=c.PARTITION_KEY, type=ddb.AttributeType.STRING),
+            sort_key=ddb.Attribute(name=c.SORT_KEY, type=ddb.AttributeType.STRING),
+            billing_mode=ddb.BillingMode.PAY_PER_REQUEST,
+            time_to_live_attribute=c.TTL_ATTRIBUTE,
+            point_in_time_recovery_specification=ddb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            encryption=ddb.TableEncryption.AWS_MANAGED,
+            removal_policy=removal,
+        )
+        _pin_logical_id(table, logical_id)
+        return table
+
+
+def _pin_logical_id(construct: Construct, logical_id: str) -> None:
+    cfn = construct.node.default_child
+    assert isinstance(cfn, CfnResource)
+    cfn.override_logical_id(logical_id)

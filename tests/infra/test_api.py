@@ -1,0 +1,82 @@
+"""Every route in constants.ROUTES reaches the integration of the function that serves it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sluice import constants as c
+from tests.infra.helpers import function_ids, of_type, refs
+
+pytestmark = pytest.mark.infra
+
+
+def test_every_route_maps_to_its_functions_integration(resources: dict[str, Any]) -> None:
+    fn_ids = function_ids(resources)
+    integrations = of_type(resources, "AWS::ApiGatewayV2::Integration")
+    routes = {
+        r["Properties"]["RouteKey"]: r["Properties"]
+        for r in of_type(resources, "AWS::ApiGatewayV2::Route").values()
+    }
+    for route in c.ROUTES:
+        key = f"{route.method} {route.path}"
+        assert key in routes, f"route {key} is not defined"
+        (integration_id,) = refs(routes[key]["Target"])
+        integration = integrations[integration_id]["Properties"]
+        assert integration["IntegrationType"] == "AWS_PROXY"
+        assert integration["PayloadFormatVersion"] == "2.0"
+        assert refs(integration["IntegrationUri"]) == {fn_ids[route.function]}, key
+
+
+def test_no_route_outside_constants(resources: dict[str, Any]) -> None:
+    defined = {r["Properties"]["RouteKey"] for r in of_type(resources, "AWS::ApiGatewayV2::Route").values()}
+    assert defined == {f"{r.method} {r.path}" for r in c.ROUTES}
+
+
+def test_greedy_and_appended_routes_are_generated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Routes appended to ROUTES later (greedy paths included) need no stack change."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_lambda as lambda_
+
+    from stacks.api import HttpApi
+
+    extra = (
+        c.Route("POST", "/streams/{name+}", c.FN_BROKER, (c.WRITE,)),
+        c.Route("GET", "/streams/{name+}", c.FN_CONSUMER, (c.READ,)),
+    )
+    monkeypatch.setattr(c, "ROUTES", c.ROUTES + extra)
+    stack = cdk.Stack(cdk.App())
+    fns = {
+        name: lambda_.Function(
+            stack,
+            name,
+            runtime=lambda_.Runtime.PYTHON_3_12,
+            handler=handler,
+            code=lambda_.Code.from_inline("def lambda_handler(e, c): pass"),
+        )
+        for name, handler in c.FUNCTION_HANDLERS.items()
+    }
+    api = HttpApi(
+        stack, "Http", stage="t", functions=fns, throttle_rate=1, throttle_burst=1, log_retention_days=1
+    )
+    assert ("POST", "/streams/{name+}") in api.routes and ("GET", "/streams/{name+}") in api.routes
+
+
+def test_default_stage_throttles_and_logs_access(resources: dict[str, Any], stack: Any) -> None:
+    (stage,) = of_type(resources, "AWS::ApiGatewayV2::Stage").values()
+    props = stage["Properties"]
+    assert props["StageName"] == "$default" and props["AutoDeploy"] is True
+    assert props["DefaultRouteSettings"]["ThrottlingRateLimit"] == stack.config.api_throttle_rate
+    assert props["DefaultRouteSettings"]["ThrottlingBurstLimit"] == stack.config.api_throttle_burst
+    (log_group_id,) = refs(props["AccessLogSettings"]["DestinationArn"])
+    assert resources[log_group_id]["Type"] == "AWS::Logs::LogGroup"
+    assert "$context.requestId" in props["AccessLogSettings"]["Format"]
+
+
+def test_api_invoke_permissions_cover_only_this_api(resources: dict[str, Any]) -> None:
+    (api_id,) = of_type(resources, "AWS::ApiGatewayV2::Api")
+    for perm in of_type(resources, "AWS::Lambda::Permission").values():
+        props = perm["Properties"]
+        if props["Principal"] == "apigateway.amazonaws.com":
+            assert api_id in refs(props["SourceArn"])

@@ -1,0 +1,129 @@
+"""Each function's role names only its own resources, with the actions its job needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sluice import constants as c
+from tests.infra.helpers import actions, function_ids, literal, of_type, resource_list, statements_for_role
+
+pytestmark = pytest.mark.infra
+
+XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+
+
+@pytest.fixture(scope="module")
+def grants(resources: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Function name -> its role's statements."""
+    out = {}
+    for name, lid in function_ids(resources).items():
+        (role_id,) = [resources[lid]["Properties"]["Role"]["Fn::GetAtt"][0]]
+        out[name] = list(statements_for_role(resources, role_id))
+    return out
+
+
+def granted(statements: list[dict[str, Any]], prefix: str) -> dict[str, list[Any]]:
+    """action -> resources, for actions starting with `prefix`."""
+    out: dict[str, list[Any]] = {}
+    for s in statements:
+        assert s["Effect"] == "Allow"
+        for a in actions(s):
+            if a.startswith(prefix):
+                out.setdefault(a, []).extend(resource_list(s))
+    return out
+
+
+def table_ids(resources: dict[str, Any]) -> set[str]:
+    return set(of_type(resources, "AWS::DynamoDB::Table"))
+
+
+def test_every_resource_named_belongs_to_the_function(
+    resources: dict[str, Any], grants: dict[str, Any]
+) -> None:
+    fn_ids = function_ids(resources)
+    tables = table_ids(resources)
+    prefix = c.SHARD_MAP_PREFIX_TEMPLATE.format(stage="dev")
+    for name, statements in grants.items():
+        own_logs = resources[fn_ids[name]]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+        allowed = {own_logs, c.LOGICAL_SEGMENT_BUCKET, *tables}
+        if name == c.FN_COORDINATOR:
+            allowed |= {fn_ids[c.FN_CONSUMER], fn_ids[c.FN_SHARD]}
+        for s in statements:
+            for res in resource_list(s):
+                if res == "*":
+                    assert set(actions(s)) <= XRAY, f"{name}: '*' for {actions(s)}"
+                    continue
+                named = _refs(res)
+                assert named <= allowed, f"{name} reaches {named - allowed}"
+                if any(a.startswith("ssm:") for a in actions(s)):
+                    text = literal(res)
+                    assert text.endswith((f":parameter{prefix}", f":parameter{prefix}/*")), text
+
+
+def _refs(value: Any) -> set[str]:
+    from tests.infra.helpers import refs
+
+    return refs(value)
+
+
+def test_all_functions_read_write_the_tables(resources: dict[str, Any], grants: dict[str, Any]) -> None:
+    tables = table_ids(resources)
+    for name, statements in grants.items():
+        ddb = granted(statements, "dynamodb:")
+        for action in ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"):
+            assert {r["Fn::GetAtt"][0] for r in ddb[action]} == tables, (name, action)
+
+
+def test_ssm_actions_per_function(grants: dict[str, Any]) -> None:
+    ssm = {name: set(granted(st, "ssm:")) for name, st in grants.items()}
+    assert {"ssm:GetParameter", "ssm:PutParameter", "ssm:DeleteParameter"} <= ssm[c.FN_BROKER]
+    assert "ssm:GetParameter" in ssm[c.FN_CONSUMER]
+    assert not ssm[c.FN_CONSUMER] & {"ssm:PutParameter", "ssm:DeleteParameter"}
+    assert {"ssm:GetParameter", "ssm:PutParameter"} <= ssm[c.FN_COORDINATOR]
+    assert "ssm:DeleteParameter" not in ssm[c.FN_COORDINATOR]
+    assert not ssm[c.FN_SHARD]
+
+
+def test_s3_access_per_function(grants: dict[str, Any]) -> None:
+    s3 = {name: granted(st, "s3:") for name, st in grants.items()}
+    assert set(s3[c.FN_BROKER]) == {"s3:PutObject", "s3:GetObject"}
+    assert all(literal(r).endswith("/overflow/*") for rs in s3[c.FN_BROKER].values() for r in rs)
+    assert set(s3[c.FN_CONSUMER]) == {"s3:GetObject", "s3:ListBucket"}
+    assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"} <= set(s3[c.FN_SHARD])
+    assert not s3[c.FN_COORDINATOR]
+
+
+def test_only_the_coordinator_invokes_and_only_consumer_and_shard(
+    resources: dict[str, Any], grants: dict[str, Any]
+) -> None:
+    fn_ids = function_ids(resources)
+    for name, statements in grants.items():
+        invoke = granted(statements, "lambda:")
+        if name != c.FN_COORDINATOR:
+            assert not invoke, f"{name} may invoke {invoke}"
+    invoke = granted(grants[c.FN_COORDINATOR], "lambda:")
+    assert set(invoke) == {"lambda:InvokeFunction"}
+    assert {r["Fn::GetAtt"][0] for r in invoke["lambda:InvokeFunction"]} == {
+        fn_ids[c.FN_CONSUMER],
+        fn_ids[c.FN_SHARD],
+    }
+
+
+def test_no_function_touches_glue_iam_or_secrets(grants: dict[str, Any]) -> None:
+    for name, statements in grants.items():
+        for s in statements:
+            for a in actions(s):
+                assert not a.startswith(("glue:", "iam:", "secretsmanager:", "kms:")), f"{name}: {a}"
+                assert "*" not in a, f"{name}: wildcard action {a}"
+
+
+def test_glue_role_reads_bucket_and_token_only(resources: dict[str, Any]) -> None:
+    (job,) = [j for j in of_type(resources, "AWS::Glue::Job").values()][:1]
+    role_id = job["Properties"]["Role"]["Fn::GetAtt"][0]
+    statements = list(statements_for_role(resources, role_id))
+    named = set().union(*(_refs(r) for s in statements for r in resource_list(s)))
+    secrets = set(of_type(resources, "AWS::SecretsManager::Secret"))
+    assert named <= {c.LOGICAL_SEGMENT_BUCKET, *secrets}
+    assert not any(a.startswith(("dynamodb:", "lambda:", "ssm:")) for s in statements for a in actions(s))
