@@ -70,10 +70,13 @@ def test_producers_scale_a_queue_out_and_back_and_every_message_arrives_once(run
             try:
                 ids = client.send_batch(name, [{"body": {"p": p, "n": n + i}} for i in range(10)])
             except SluiceApiError as exc:
-                # 10504: a send that stalled > 15 s between its two writes lost its slot to gap repair
-                # (nothing stored; the documented answer is to retry). It happens on an overloaded
-                # machine and has nothing to do with sealing; counted and reported, not hidden.
-                (stalled if exc.code == 10504 else producer_errors).append(exc)
+                # Transient 503s of the publish path that have nothing to do with sealing, on an
+                # overloaded machine: 10504 (a send stalled > 15 s between its two writes and lost its
+                # slot to gap repair) and "the shard head is contended" (8 producers on one head before
+                # the coordinator adds shards). Nothing was stored; the documented answer is to retry.
+                # Counted and reported, not hidden. A sealed shard surfacing would be "resharding".
+                transient = exc.code == 10504 or (exc.code == 10503 and "contended" in str(exc))
+                (stalled if transient else producer_errors).append(exc)
                 continue
             except Exception as exc:
                 producer_errors.append(exc)
@@ -124,7 +127,7 @@ def test_producers_scale_a_queue_out_and_back_and_every_message_arrives_once(run
         stop_consuming.set()
         for t in consumers:
             t.join()
-    print(f"\nsent {len(sent)}; 1 → {most_open} shards; {len(stalled)} stalled sends retried")
+    print(f"\nsent {len(sent)}; 1 → {most_open} shards; {len(stalled)} transient 503s retried")
     print(f"timeline (s, shard states, sent): {timeline[::4]}")
     assert most_open >= 4, timeline
     assert not producer_errors, producer_errors[:3]
