@@ -22,6 +22,14 @@ ENV_STAGE: Final = "SLUICE_STAGE"
 ENV_ADMIN_TOKEN: Final = "SLUICE_ADMIN_TOKEN"
 ENV_CONSUMER_FUNCTION: Final = "SLUICE_CONSUMER_FUNCTION"  # push workers started by the coordinator
 ENV_SHARD_FUNCTION: Final = "SLUICE_SHARD_FUNCTION"  # flush/compaction work started by the coordinator
+# Coordinator tuning (docs/design.md "Coordinator"); all optional, defaults in sluice/engine/coordinator.py.
+ENV_COORDINATOR_LOOP_SECONDS: Final = "SLUICE_COORDINATOR_LOOP_SECONDS"  # keep deciding this long per run
+ENV_COORDINATOR_PERIOD_SECONDS: Final = "SLUICE_COORDINATOR_PERIOD_SECONDS"  # between passes in a run
+ENV_COORDINATOR_LEASE_SECONDS: Final = "SLUICE_COORDINATOR_LEASE_SECONDS"
+ENV_SHARD_WCU_CEILING: Final = "SLUICE_SHARD_WCU_CEILING"  # write units/s one shard may take (1000)
+ENV_SCALE_DOWN_AFTER_SECONDS: Final = "SLUICE_SCALE_DOWN_AFTER_SECONDS"
+ENV_LAMBDA_ENDPOINT_URL: Final = "SLUICE_LAMBDA_ENDPOINT_URL"  # the local runtime serves Lambda Invoke
+ENV_ALLOW_LOCAL_WEBHOOKS: Final = "SLUICE_ALLOW_LOCAL_WEBHOOKS"  # http://127.0.0.1 targets (local only)
 
 # Powertools' own variables, set by the stack so handlers log/trace under one service name.
 ENV_POWERTOOLS_SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"
@@ -31,6 +39,12 @@ METRICS_NAMESPACE: Final = "Sluice"
 # Published by the coordinator (EMF, dimension service=SERVICE_NAME, unit Seconds): the age of the oldest
 # unacked message over all queues. The stack alarms on its Maximum.
 METRIC_OLDEST_MESSAGE_AGE: Final = "OldestMessageAgeSeconds"
+# Also published by the coordinator: over all queues (service dimension) and per queue (plus `queue`).
+METRIC_BACKLOG: Final = "Backlog"
+METRIC_SHARDS: Final = "Shards"
+METRIC_WRITES_PER_SECOND: Final = "WritesPerSecond"
+METRIC_THROTTLES_PER_SECOND: Final = "ThrottlesPerSecond"
+METRIC_PUSH_WORKERS: Final = "PushWorkersStarted"
 
 # --- Resources ----------------------------------------------------------------------------------------
 DEFAULT_STAGE: Final = "dev"
@@ -130,4 +144,9 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("POST", "/streams/{name+}", FN_BROKER, (WRITE,), "name", STREAMS),
     Route("DELETE", "/streams/{name+}", FN_BROKER, (ADMIN,), "name", STREAMS),
     Route("ANY", "/streams/{name+}", FN_BROKER, (), None, STREAMS),
+    # Push consumers (coordinator area): admin, served by the broker.
+    Route("POST", f"{_V1_Q}/consumers", FN_BROKER, (ADMIN,), _QP),
+    Route("GET", f"{_V1_Q}/consumers", FN_BROKER, (ADMIN,), _QP),
+    Route("GET", f"{_V1_Q}/consumers/{{consumer_id}}", FN_BROKER, (ADMIN,), _QP),
+    Route("DELETE", f"{_V1_Q}/consumers/{{consumer_id}}", FN_BROKER, (ADMIN,), _QP),
 )

@@ -149,3 +149,17 @@ class WriteRaced(DependencyUnavailable):
     """A publish lost its slot to gap repair after a long stall; nothing was stored, retry the send."""
 
     code = 10504
+
+
+class InvalidConsumer(InvalidRequest):
+    """A push consumer request with a bad target or setting."""
+
+    code = 10124
+
+
+class ConsumerNotFound(SluiceError):
+    code = 10125
+
+
+class ConsumerAlreadyExists(SluiceError):
+    code = 10126

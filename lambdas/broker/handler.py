@@ -1,8 +1,10 @@
 """The broker: API Gateway → send/publish, queue administration and tokens."""
 
-from lambdas.broker import cloudflare, operations, queues, send, streams
+from lambdas.broker import cloudflare, consumers, operations, queues, send, streams
 from lambdas.common.http import build_app, make_handler
 from sluice.constants import FN_BROKER
 
-app = build_app(queues.router, send.router, operations.router, cloudflare.router, streams.router)
+app = build_app(
+    queues.router, send.router, operations.router, cloudflare.router, streams.router, consumers.router
+)
 lambda_handler = make_handler(app, FN_BROKER)

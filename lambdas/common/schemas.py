@@ -78,3 +78,18 @@ class ExtendLeases(Lenient):
 class CreateToken(Lenient):
     queue: str = Field(min_length=1)
     scopes: list[str] = Field(min_length=1)
+
+
+class CreateConsumer(Lenient):
+    """A push consumer; bounds are checked by the engine (`sluice.engine.push`), with error 10124."""
+
+    id: str | None = Field(None, description="1-63 of [A-Za-z0-9_-]; generated when absent")
+    type: str = Field(description="lambda | webhook")
+    function_arn: str | None = Field(None, description="type lambda: the function's ARN")
+    url: str | None = Field(None, description="type webhook: an https:// URL")
+    consumer_group: str | None = None
+    max_batch_size: int | None = Field(None, description="1..100 [10]")
+    max_batch_timeout_ms: int | None = Field(None, description="0..20000 [1000]")
+    max_concurrency: int | None = Field(None, description="1..250 [4]")
+    max_retries: int | None = Field(None, description="0..100 [3]")
+    retry_delay_seconds: int | None = Field(None, description="0..86400 [0]")

@@ -301,7 +301,14 @@ class Consumer:
 
     # --- ack, retry, extend -----------------------------------------------------------------------------
 
-    def ack(self, queue_name: str, acks: Iterable[str], retries: Iterable[RetryRequest] = ()) -> AckResult:
+    def ack(
+        self,
+        queue_name: str,
+        acks: Iterable[str],
+        retries: Iterable[RetryRequest] = (),
+        *,
+        max_retries: int | None = None,  # a push consumer's own limit instead of the queue's
+    ) -> AckResult:
         queue = self.directory.get(queue_name)
         warnings: list[str] = []
         ops: dict[tuple[str, int], list[tuple[str, Lease, int | None]]] = {}
@@ -319,7 +326,7 @@ class Consumer:
         queue = self._confirm_groups(queue, {group for group, _ in ops})
         acked = retried = 0
         for (group, shard_id), shard_ops in ops.items():
-            a, r, w = self._apply(queue, group, shard_id, shard_ops)
+            a, r, w = self._apply(queue, group, shard_id, shard_ops, max_retries)
             acked, retried = acked + a, retried + r
             warnings += w
         return AckResult(ack_count=acked, retry_count=retried, warnings=warnings)
@@ -346,7 +353,12 @@ class Consumer:
         return AckResult(ack_count=extended, retry_count=0, warnings=warnings)
 
     def _apply(
-        self, queue: Queue, group: str, shard_id: int, ops: list[tuple[str, Lease, int | None]]
+        self,
+        queue: Queue,
+        group: str,
+        shard_id: int,
+        ops: list[tuple[str, Lease, int | None]],
+        max_retries: int | None = None,
     ) -> tuple[int, int, list[str]]:
         shard = queue.shard(shard_id)
         if shard is None or group not in queue.groups:
@@ -355,7 +367,7 @@ class Consumer:
                 0,
                 [f"lease on shard {shard_id} of group {group!r} no longer exists; ignored"] * len(ops),
             )
-        max_deliveries = max(1, queue.settings.max_retries)
+        max_deliveries = max(1, queue.settings.max_retries if max_retries is None else max_retries)
         view = self._read_views(queue, [shard], group)[0]
         for attempt in range(_MAX_COMMIT_ATTEMPTS):
             if attempt:

@@ -20,6 +20,7 @@ from sluice.adapters.dynamo import ConditionFailed
 from sluice.codec import StoredMessage, encode_batch, encoded_size
 from sluice.engine import keys
 from sluice.engine.backend import Backend
+from sluice.engine.counters import ShardCounters
 from sluice.engine.queues import QueueDirectory
 from sluice.models import MAX_BATCH_MESSAGES, MAX_REQUEST_BYTES, OutgoingMessage, PublishResult, Queue, Shard
 
@@ -59,6 +60,7 @@ class Publisher:
     def __init__(self, backend: Backend, directory: QueueDirectory) -> None:
         self.backend = backend
         self.directory = directory
+        self.counters = ShardCounters()  # throttles/conflicts carried on the next head update
 
     def publish(
         self,
@@ -147,10 +149,11 @@ class Publisher:
     def _publish_to_one_shard(
         self, queue: Queue, messages: Sequence[OutgoingMessage], version: int | None
     ) -> PublishResult:
+        nbytes = sum(len(m.body) for m in messages)
         for _ in range(_MAX_ALLOCATE_ATTEMPTS):
             shard = self._pick_shard(queue, messages)
             try:
-                alloc = self._allocate(queue, shard, len(messages), version)
+                alloc = self._allocate(queue, shard, len(messages), version, nbytes)
             except _ShardSealed:
                 queue = self.directory.refresh(queue.name, queue.version)
                 continue
@@ -164,7 +167,9 @@ class Publisher:
             )
         raise errors.DependencyUnavailable(f"queue {queue.name!r} is resharding; retry shortly")
 
-    def _allocate(self, queue: Queue, shard: Shard, count: int, version: int | None) -> Allocation:
+    def _allocate(
+        self, queue: Queue, shard: Shard, count: int, version: int | None, nbytes: int = 0
+    ) -> Allocation:
         table = self.backend.table_for(shard)
         pk = keys.shard_pk(queue, shard.id)
         now = self.backend.clock()
@@ -178,17 +183,23 @@ class Publisher:
                 condition += " AND (attribute_not_exists(#pv) OR #pv <= :pv)"
                 names["#pv"] = "pver"
                 values[":pv"] = version
+            counted, carried = self.counters.add_clause(pk, count, nbytes, names, values)
             try:
                 new = table.update(
                     pk,
                     keys.HEAD_SK,
-                    expression,
+                    expression + counted,
                     condition=condition,
                     names=names,
                     values=values,
                     returns="UPDATED_NEW",
                 )
+            except errors.Throttled:
+                self.counters.restore(pk, carried)
+                self.counters.note_throttle(pk)
+                raise
             except ConditionFailed as exc:
+                self.counters.restore(pk, carried)
                 head = exc.item or {}
                 if head.get("sealed"):
                     raise _ShardSealed from exc
@@ -199,6 +210,7 @@ class Publisher:
                         provided_version=version,
                     ) from exc
                 now = max(now, head.get("ts", now))  # another broker's clock ran ahead: follow it
+                self.counters.note_conflict(pk)
                 continue
             assert new is not None
             # moto leaves an unchanged `next` out of UPDATED_NEW (a pure version bump, count 0)

@@ -3,14 +3,17 @@ same Lambda handlers through API Gateway v2 events."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
+import re
 import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import unquote
 
 from moto.server import ThreadedMotoServer
 
@@ -18,6 +21,7 @@ from sluice import constants as c
 from sluice.local import gateway, moto_patches
 from sluice.local.provision import provision
 from sluice.local.workers import FunctionPool
+from sluice.local.workers import invoke as invoke_in_process
 from sluice.service import Sluice
 from sluice.settings import Settings
 
@@ -30,8 +34,12 @@ LOCAL_AWS_ENV = {
     "AWS_DEFAULT_REGION": LOCAL_REGION,
     "AWS_REGION": LOCAL_REGION,
 }
-DEFAULT_CONCURRENCY = {c.FN_BROKER: 4, c.FN_CONSUMER: 6, c.FN_SHARD: 1}
-SHARD_WORK_INTERVAL_SECONDS = 5.0
+DEFAULT_CONCURRENCY = {c.FN_BROKER: 4, c.FN_CONSUMER: 6, c.FN_COORDINATOR: 1}
+# Asynchronous invocations (Lambda InvocationType=Event: push workers, shard work) run on separate
+# pools, so they never take the containers that serve HTTP requests.
+DEFAULT_ASYNC_CONCURRENCY = {c.FN_CONSUMER: 4, c.FN_SHARD: 1}
+COORDINATOR_INTERVAL_SECONDS = 5.0
+SHARD_WORK_INTERVAL_SECONDS = 5.0  # flush, compaction, retention and the TTL sweep moto lacks
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,7 @@ class Timer:
 
 
 DEFAULT_TIMERS = (Timer(c.FN_SHARD, SHARD_WORK_INTERVAL_SECONDS, {"action": "all"}),)
+_INVOKE_PATH = re.compile(r"^/2015-03-31/functions/(?P<name>[^/]+)/invocations$")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -59,7 +68,11 @@ class LocalRuntime:
     admin_token: str | None = None
     stage: str = "local"
     concurrency: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_CONCURRENCY))
+    async_concurrency: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_ASYNC_CONCURRENCY))
+    coordinator_interval_seconds: float | None = COORDINATOR_INTERVAL_SECONDS  # None: no coordinator timer
+    # Scheduled work in place of EventBridge: (function, interval seconds, event).
     timers: tuple[Timer, ...] = DEFAULT_TIMERS
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. coordinator tuning for tests
 
     def start(self) -> None:
         os.environ.update(LOCAL_AWS_ENV)
@@ -72,55 +85,78 @@ class LocalRuntime:
         engine = Sluice.from_settings(self.settings)
         if self.admin_token:
             engine.tokens.create("*", ["admin"], token=self.admin_token)
+        self._http = ThreadingHTTPServer((self.host, self.port), _make_handler(self))
+        self._http.daemon_threads = True
+        self.port = self._http.server_address[1]
         env = {
             **LOCAL_AWS_ENV,
             **self.settings.to_env(),
             c.ENV_POWERTOOLS_SERVICE_NAME: c.SERVICE_NAME,
             "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
             c.ENV_POWERTOOLS_METRICS_NAMESPACE: c.METRICS_NAMESPACE,
+            # The coordinator starts functions through the Lambda Invoke API this runtime serves.
+            c.ENV_LAMBDA_ENDPOINT_URL: self.url,
+            c.ENV_SHARD_FUNCTION: c.FN_SHARD,
+            c.ENV_CONSUMER_FUNCTION: c.FN_CONSUMER,
+            c.ENV_ALLOW_LOCAL_WEBHOOKS: "1",
+            **self.extra_env,
         }
+        self._env = env
         self.pools = {fn: FunctionPool(fn, n, env) for fn, n in self.concurrency.items()}
+        self._async_pools: dict[str, FunctionPool] = {}
+        self._async_lock = threading.Lock()
         for pool in self.pools.values():
             pool.warm()
-        self._http = ThreadingHTTPServer((self.host, self.port), _make_handler(self))
-        self._http.daemon_threads = True
-        self.port = self._http.server_address[1]
+        self._stopping = threading.Event()
+        timers = list(self.timers)
+        if self.coordinator_interval_seconds and c.FN_COORDINATOR in self.pools:
+            timers.append(
+                Timer(c.FN_COORDINATOR, self.coordinator_interval_seconds, {"source": "sluice.local"})
+            )
+        for timer in timers:
+            threading.Thread(
+                target=self._run_timer, args=(timer,), name=f"timer-{timer.function}", daemon=True
+            ).start()
         self._serve_thread = threading.Thread(
             target=self._http.serve_forever, name="sluice-http", daemon=True
         )
         self._serve_thread.start()
-        self._stopping = threading.Event()
-        self._timer_threads = [
-            threading.Thread(
-                target=self._run_timer, args=(t,), name=f"sluice-timer-{t.function}", daemon=True
-            )
-            for t in self.timers
-            if t.function in self.pools
-        ]
-        for thread in self._timer_threads:
-            thread.start()
-
-    def _run_timer(self, timer: Timer) -> None:
-        """Invoke the timer's function on its interval until stop(); a failed run is logged, not fatal."""
-        log = logging.getLogger("sluice.local")
-        while not self._stopping.wait(timer.interval_seconds):
-            try:
-                self.pools[timer.function].invoke(
-                    {"source": "sluice.local.timer", **timer.event}, timeout_seconds=900
-                )
-            except Exception:
-                if not self._stopping.is_set():
-                    log.exception("scheduled %s run failed", timer.function)
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    def _run_timer(self, timer: Timer) -> None:
+        """EventBridge's schedule: one run at a time, every interval; a failed run is logged, not fatal."""
+        while not self._stopping.wait(timer.interval_seconds):
+            try:
+                pool = self.pools.get(timer.function) or self._async_pool(timer.function)
+                pool.invoke(timer.event, timeout_seconds=900)
+            except Exception:
+                if not self._stopping.is_set():
+                    logging.getLogger("sluice.local").exception("scheduled %s failed", timer.function)
+
+    def invoke_async(self, function: str, event: dict[str, Any]) -> bool:
+        """Lambda's InvocationType=Event: queue the event on the function's async pool."""
+        if function not in c.FUNCTION_HANDLERS or not _handler_exists(function):
+            logging.getLogger("sluice.local").info("no local handler for %s; event dropped", function)
+            return False
+        self._async_pool(function).submit(event, timeout_seconds=900)
+        return True
+
+    def _async_pool(self, function: str) -> FunctionPool:
+        with self._async_lock:
+            pool = self._async_pools.get(function)
+            if pool is None:
+                size = self.async_concurrency.get(function, 1)
+                pool = self._async_pools[function] = FunctionPool(function, size, self._env)
+            return pool
+
     def stop(self) -> None:
         self._stopping.set()
         self._http.shutdown()
         self._http.server_close()
-        for pool in self.pools.values():
+        for pool in [*self.pools.values(), *self._async_pools.values()]:
             pool.close()
         self._moto.stop()
 
@@ -133,6 +169,9 @@ class LocalRuntime:
         body: bytes,
         source_ip: str,
     ) -> tuple[int, dict[str, str], bytes]:
+        invoked = _INVOKE_PATH.match(raw_path) if method == "POST" else None
+        if invoked:
+            return self._invoke_api(unquote(invoked["name"]), dict(headers), body)
         found = gateway.match(method, raw_path)
         if found is None:
             return 404, {"Content-Type": "application/json"}, json.dumps({"message": "Not Found"}).encode()
@@ -149,6 +188,36 @@ class LocalRuntime:
         if cookies:
             out_headers["Set-Cookie"] = "; ".join(cookies)
         return status, out_headers, data
+
+    def _invoke_api(
+        self, name: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        """The Lambda Invoke API for this runtime's functions (`sluice-local-<fn>`, `<fn>` or an ARN)."""
+        function = name.rsplit(":", 1)[-1].removeprefix("sluice-local-")
+        kind = {k.lower(): v for k, v in headers.items()}.get("x-amz-invocation-type", "RequestResponse")
+        event = json.loads(body or b"{}")
+        json_type = {"Content-Type": "application/json"}
+        if function not in c.FUNCTION_HANDLERS:
+            message = {"Type": "User", "message": f"Function not found: {name}"}
+            return (
+                404,
+                {**json_type, "x-amzn-ErrorType": "ResourceNotFoundException"},
+                json.dumps(message).encode(),
+            )
+        if kind == "Event":
+            self.invoke_async(function, event)
+            return 202, json_type, b""
+        pool = self.pools.get(function)
+        result = pool.invoke(event) if pool else invoke_in_process(function, event)
+        return 200, json_type, json.dumps(result).encode()
+
+
+def _handler_exists(function: str) -> bool:
+    module_name = c.FUNCTION_HANDLERS[function].rpartition(".")[0]
+    try:
+        return importlib.util.find_spec(module_name) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def _make_handler(runtime: LocalRuntime) -> type[BaseHTTPRequestHandler]:

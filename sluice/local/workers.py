@@ -4,6 +4,7 @@ at a time, as a Lambda container does (Powertools resolvers keep per-request sta
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import time
 import uuid
@@ -63,9 +64,19 @@ class FunctionPool:
     def invoke(self, event: dict[str, Any], timeout_seconds: float = INVOKE_TIMEOUT_SECONDS) -> Any:
         return self._pool.submit(invoke, self.function, event, timeout_seconds).result(timeout_seconds + 5)
 
+    def submit(self, event: dict[str, Any], timeout_seconds: float = INVOKE_TIMEOUT_SECONDS) -> None:
+        """Run `event` without waiting for it (asynchronous invocation); failures are logged."""
+        future = self._pool.submit(invoke, self.function, event, timeout_seconds)
+        future.add_done_callback(_log_failure)
+
     def warm(self) -> None:
         """Import the handler in one container now, so the first request does not pay for it."""
         self._pool.submit(_import, self.function).result(60)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _log_failure(future: Any) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logging.getLogger("sluice.local").warning("async invocation failed: %r", future.exception())

@@ -1,0 +1,152 @@
+"""The coordinator's scaling policy: a pure function from observed shard rates to shard-map decisions.
+
+No I/O here: the coordinator (`sluice.engine.coordinator`) and the scale simulator (`bench/scale_sim.py`)
+call the same `decide`, so what the simulator shows is what the deployed coordinator does.
+
+Load is measured in DynamoDB write units per second on each shard's partition key, the quantity
+DynamoDB limits (1,000 WCU/s per partition). From a shard's counters:
+`wcu/s = 2 x requests/s (head update + ≥ 1 WCU item put) + bytes/s / 1024 + conflicts/s` — a failed
+conditional write still costs a write unit. Throttled attempts are unmet demand: each is counted at the
+shard's average write units per request.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+WCU_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class ScalingPolicy:
+    shard_wcu_ceiling: float = 1000.0  # what one partition key takes
+    target_utilization: float = 0.7  # aim open shards at this share of the ceiling (headroom for skew)
+    low_utilization: float = 0.3  # shrink only when the load would fit in the smaller set at this share
+    max_growth: float = 4.0  # at most x this many open shards per decision (throttle counts overshoot)
+    scale_down_after_ms: int = 60_000  # the load must stay low this long before shards are sealed
+    throttle_tolerance: float = 0.01  # throttled/requests above this force at least one more shard
+    default_request_wcu: float = 22.0  # for throttles on a shard that accepted nothing yet (100 x 200 B)
+
+
+@dataclass(frozen=True)
+class ShardObservation:
+    """One shard as the coordinator saw it: rates since its last run and the retirement conditions."""
+
+    id: int
+    state: str  # open | sealed
+    requests_per_s: float = 0.0
+    messages_per_s: float = 0.0
+    bytes_per_s: float = 0.0
+    throttles_per_s: float = 0.0
+    conflicts_per_s: float = 0.0
+    head_sealed: bool = False  # the HEAD item refuses allocations (the next sequence is final)
+    drained: bool = False  # every consumer group's ack level reached the head's next sequence
+    flushed: bool = True  # bottomless queues: every sequence is in an S3 segment
+
+    @property
+    def wcu_per_s(self) -> float:
+        return 2 * self.requests_per_s + self.bytes_per_s / WCU_BYTES + self.conflicts_per_s
+
+    @property
+    def wcu_per_request(self) -> float | None:
+        return self.wcu_per_s / self.requests_per_s if self.requests_per_s > 0 else None
+
+
+@dataclass(frozen=True)
+class QueueObservation:
+    name: str
+    min_shards: int
+    max_shards: int
+    shards: list[ShardObservation]
+    now_ms: int
+    ordered: bool = False
+    low_since_ms: int | None = None  # carried between runs: since when the load has been low
+
+
+@dataclass
+class Decision:
+    add: int = 0
+    seal: list[int] = field(default_factory=list)
+    retire: list[int] = field(default_factory=list)
+    desired_open: int = 0
+    demand_wcu_per_s: float = 0.0
+    low_since_ms: int | None = None
+    reason: str = ""
+
+    @property
+    def changes_map(self) -> bool:
+        return bool(self.add or self.seal or self.retire)
+
+
+def demand_wcu(shards: list[ShardObservation], policy: ScalingPolicy) -> tuple[float, float]:
+    """(observed write units/s, unmet write units/s from throttled attempts) over `shards`."""
+    observed = sum(s.wcu_per_s for s in shards)
+    requests = sum(s.requests_per_s for s in shards)
+    average = observed / requests if requests > 0 else policy.default_request_wcu
+    unmet = sum(s.throttles_per_s * (s.wcu_per_request or average) for s in shards)
+    return observed, unmet
+
+
+def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
+    """How many shards to add, which to seal, which sealed ones to retire."""
+    open_shards = sorted((s for s in obs.shards if s.state == "open"), key=lambda s: s.id)
+    sealed = [s for s in obs.shards if s.state == "sealed"]
+    n_open = len(open_shards)
+    decision = Decision(
+        retire=sorted(s.id for s in sealed if s.head_sealed and s.drained and s.flushed),
+        low_since_ms=obs.low_since_ms,
+    )
+    # Retiring drained shards can trail the load on every shard; it never changes the write capacity.
+    observed, unmet = demand_wcu(open_shards, policy)
+    demand = observed + unmet
+    decision.demand_wcu_per_s = demand
+    per_shard = policy.shard_wcu_ceiling * policy.target_utilization
+    requests = sum(s.requests_per_s for s in open_shards)
+    throttles = sum(s.throttles_per_s for s in open_shards)
+    throttled = throttles > 0 and throttles > policy.throttle_tolerance * requests
+    if obs.ordered:
+        # A partition key's shard is a hash over the open shards: resharding would reorder keys.
+        desired = n_open
+        decision.reason = "ordered queue: shard count fixed between min_shards and max_shards"
+    else:
+        desired = max(1, math.ceil(demand / per_shard)) if demand > 0 else 1
+        if throttled:
+            desired = max(desired, n_open + 1)
+        desired = min(desired, max(n_open + 1, math.floor(max(n_open, 1) * policy.max_growth)))
+    desired = max(obs.min_shards, min(obs.max_shards, desired))
+    decision.desired_open = desired
+
+    if desired > n_open:
+        decision.add = desired - n_open
+        decision.low_since_ms = None
+        decision.reason = decision.reason or (
+            f"demand {demand:.0f} WCU/s ({unmet:.0f} throttled) needs {desired} shards, {n_open} open"
+        )
+        return decision
+    if n_open > obs.max_shards:  # settings lowered: shrink at once
+        decision.seal = [s.id for s in open_shards[desired:]]
+        decision.reason = f"max_shards is {obs.max_shards}: sealing {len(decision.seal)}"
+        return decision
+    # Hysteresis: shrink only once the open shards run below `low_utilization`, then to `desired`.
+    low = (
+        desired < n_open
+        and not throttles
+        and demand <= n_open * policy.shard_wcu_ceiling * (policy.low_utilization)
+    )
+    if obs.ordered and n_open > obs.min_shards:
+        low = False
+    if not low:
+        decision.low_since_ms = None
+        decision.reason = decision.reason or f"{n_open} open shards fit demand {demand:.0f} WCU/s"
+        return decision
+    since = obs.low_since_ms if obs.low_since_ms is not None else obs.now_ms
+    decision.low_since_ms = since
+    if obs.now_ms - since < policy.scale_down_after_ms:
+        decision.reason = f"load low for {(obs.now_ms - since) / 1000:.0f} s; waiting before sealing"
+        return decision
+    # Seal the newest shards (the busiest stay, keeping the pull fan-out of old shards short).
+    decision.seal = [s.id for s in open_shards[desired:]]
+    decision.low_since_ms = None
+    decision.reason = f"demand {demand:.0f} WCU/s fits {desired} shards: sealing {decision.seal}"
+    return decision

@@ -1,0 +1,264 @@
+"""The coordinator on in-process moto with a fake clock: scaling, sealing, retirement, fencing."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from sluice import errors
+from sluice.engine import keys
+from sluice.engine.coordinator import Coordinator, CoordinatorConfig
+from sluice.engine.publish import Publisher
+from sluice.engine.queues import QueueDirectory
+from sluice.engine.scaling import ScalingPolicy
+from sluice.models import OutgoingMessage, Queue
+
+LEASE_MS = 30_000
+
+
+class RecordingInvoker:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict]] = []
+
+    def invoke_async(self, function: str, event: dict) -> None:
+        self.calls.append((function, event))
+
+
+def coordinator(engine, queue_name, holder=None, invoker=None, **policy) -> Coordinator:
+    config = CoordinatorConfig(
+        policy=ScalingPolicy(**{"shard_wcu_ceiling": 10.0, "scale_down_after_ms": 5_000, **policy}),
+        lease_ms=LEASE_MS,
+        lease_name=f"LEASE-{queue_name}",
+        queues=[queue_name],
+        shard_function="shard",
+        consumer_function="consumer",
+    )
+    return Coordinator(engine, invoker, config, holder=holder)
+
+
+def send(engine, queue_name, n_requests, per_request=10, tag="m"):
+    sent = []
+    for r in range(n_requests):
+        msgs = [OutgoingMessage(body=f'"{tag}-{r}-{i}"'.encode()) for i in range(per_request)]
+        sent += engine.publisher.publish(queue_name, msgs).message_ids
+    return sent
+
+
+def drain(engine, queue_name, group):
+    got = []
+    while True:
+        result = engine.consumer.pull(queue_name, group=group, batch_size=100)
+        if not result.messages:
+            return got
+        got += [m.id for m in result.messages]
+        engine.consumer.ack(queue_name, [m.lease_id for m in result.messages])
+
+
+def head(engine, queue: Queue, shard_id: int) -> dict:
+    shard = queue.shard(shard_id)
+    return engine.backend.table_for(shard).get(keys.shard_pk(queue, shard_id), keys.HEAD_SK) or {}
+
+
+def test_publish_counts_on_the_head_update(clocked, queue_name):
+    clocked.queues.create(queue_name)
+    send(clocked, queue_name, 3, per_request=4)
+    h = head(clocked, clocked.queues.get(queue_name), 0)
+    assert (h["wreq"], h["wmsgs"], h["next"]) == (3, 12, 12)
+    assert h["wbytes"] == sum(len(f'"m-{r}-{i}"') for r in range(3) for i in range(4))
+    # A broker whose clock is behind the head's loses the condition once (a conflict), follows the
+    # head's clock, and carries the conflict count on its next successful allocation.
+    queue = clocked.queues.get(queue_name)
+    clocked.backend.table_for(queue.shard(0)).update(
+        keys.shard_pk(queue, 0), keys.HEAD_SK, "SET ts = :t", values={":t": clocked.backend.clock() + 5_000}
+    )
+    send(clocked, queue_name, 1)
+    assert head(clocked, queue, 0)["cfl"] == 1
+
+
+def test_scale_up_seal_and_retire_without_losing_a_message(clocked, clock, queue_name):
+    clocked.queues.create(queue_name, {"max_shards": 8})
+    clocked.consumer  # noqa: B018  (lease secret created before groups are used)
+    _add_group(clocked, queue_name, "analytics")
+    invoker = RecordingInvoker()
+    coord = coordinator(clocked, queue_name, invoker=invoker)
+    assert coord.run_once().queues[0].reason.startswith("first pass")
+    sent = send(clocked, queue_name, 20)
+    clock.advance(1_000)
+    report = coord.run_once().queues[0]
+    assert report.writes_per_s == pytest.approx(200)
+    assert report.added == [1, 2, 3] and report.open_shards == 4
+    queue = clocked.queues.get(queue_name)
+    assert [s.state for s in queue.shards] == ["open"] * 4
+    assert Queue.model_validate_json(clocked.backend.mirror.read(queue_name)).version == queue.version
+
+    # A broker still holding the 1-shard map... and one holding the 4-shard map after sealing.
+    stale_doc = clocked.backend.mirror.read(queue_name)
+    sent += send(clocked, queue_name, 20, tag="spread")
+    assert {s for s in range(4) if head(clocked, queue, s).get("next")} == {0, 1, 2, 3}
+
+    clock.advance(1_000)
+    assert coord.run_once().queues[0].sealed == []  # 20 requests/s: still busy (it may add more)
+    others = [s.id for s in clocked.queues.get(queue_name).shards if s.id != 0]
+    clock.advance(1_000)
+    assert coord.run_once().queues[0].sealed == []  # idle: the scale-down timer starts
+    clock.advance(6_000)
+    report = coord.run_once().queues[0]
+    assert report.sealed == others and report.open_shards == 1
+    queue = clocked.queues.get(queue_name)
+    assert all(head(clocked, queue, s).get("sealed") for s in others)
+
+    # A broker with the stale map picks sealed shards: the head refuses, it refreshes, no error.
+    stale = Publisher(
+        clocked.backend, QueueDirectory(clocked.queues, lambda name, force: None if force else stale_doc)
+    )
+    for r in range(12):
+        result = stale.publish(queue_name, [OutgoingMessage(body=f'"late-{r}"'.encode())])
+        assert result.shard == 0
+        sent += result.message_ids
+
+    # Sealed shards hold unacked messages: nothing is retired until every group has drained them.
+    clock.advance(1_000)
+    holding = [s for s in others if head(clocked, queue, s).get("next")]
+    assert set(holding) >= {1, 2, 3}
+    empty_retired = coord.run_once().queues[0].retired  # shards that never took a write go at once
+    assert sorted(empty_retired) == sorted(set(others) - set(holding))
+    got_default = drain(clocked, queue_name, "default")
+    clock.advance(1_000)
+    assert coord.run_once().queues[0].retired == []  # "analytics" has not read them yet
+    got_analytics = drain(clocked, queue_name, "analytics")
+    clock.advance(1_000)
+    report = coord.run_once().queues[0]
+    assert report.retired == holding
+    assert sorted(got_default) == sorted(sent) == sorted(got_analytics)
+    assert len(set(sent)) == len(sent)
+    queue = clocked.queues.get(queue_name)
+    assert all(queue.shard(s).state == "retired" for s in others)
+    assert not [s for s in queue.shards if s.state == "sealed"]  # nothing left behind on a sealed shard
+    # retention is triggered once per minute of coordinator time; no flushes for a non-bottomless queue
+    assert [e["action"] for _, e in invoker.calls] == ["retention"]
+
+
+def test_bottomless_shards_retire_only_once_flushed(clocked, clock, queue_name):
+    clocked.queues.create(queue_name, {"bottomless": True, "min_shards": 2, "retention_seconds": 60})
+    invoker = RecordingInvoker()
+    coord = coordinator(clocked, queue_name, invoker=invoker)
+    coord.run_once()
+    queue = clocked.queues.get(queue_name)
+    send(clocked, queue_name, 4)
+    clocked.queues.update_settings(queue_name, {"min_shards": 1})
+    clock.advance(1_000)
+    flushes = [e for _, e in invoker.calls if e["action"] == "flush"]
+    coord.run_once()
+    flushes = [e for _, e in invoker.calls if e["action"] == "flush"]
+    assert flushes and set(flushes[-1]["shards"]) <= {0, 1}
+    for _ in range(3):  # low load → seal one
+        clock.advance(3_000)
+        coord.run_once()
+    queue = clocked.queues.get(queue_name)
+    sealed = [s for s in queue.shards if s.state == "sealed"]
+    assert len(sealed) == 1
+    drain(clocked, queue_name, "default")
+    clock.advance(1_000)
+    assert coord.run_once().queues[0].retired == []  # drained, not yet in S3
+    assert any(e["action"] == "flush" and sealed[0].id in e["shards"] for _, e in invoker.calls)
+    h = head(clocked, queue, sealed[0].id)
+    clocked.backend.control.put(
+        {
+            "pk": f"SEG#{queue_name}#{queue.incarnation}#{sealed[0].id}",
+            "sk": "0".zfill(16),
+            "last": h["next"] - 1,
+            "key": "segments/x",
+        }
+    )
+    clock.advance(1_000)
+    assert coord.run_once().queues[0].retired == [sealed[0].id]
+
+
+@pytest.fixture
+def atomic_moto_updates(monkeypatch):
+    """DynamoDB applies a conditional update atomically per item; moto's in-process backend checks and
+    writes without a lock, so two threads can both pass one condition. Serialise its UpdateItem."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    lock = threading.Lock()
+    original = DynamoDBBackend.update_item
+
+    def update_item(self, *args, **kwargs):
+        with lock:
+            return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(DynamoDBBackend, "update_item", update_item)
+
+
+def test_two_coordinators_at_once_one_acts_the_other_stands_down(
+    engine, queue_name, caplog, atomic_moto_updates
+):
+    engine.queues.create(queue_name)
+    barrier = threading.Barrier(2)
+    reports = {}
+
+    def run(holder):
+        coord = coordinator(engine, queue_name, holder=holder)
+        barrier.wait()
+        reports[holder] = coord.run_once()
+
+    with caplog.at_level(logging.INFO, logger="sluice.coordinator"):
+        threads = [threading.Thread(target=run, args=(h,)) for h in ("alpha", "beta")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    acted = [h for h, r in reports.items() if r.acted]
+    stood = [h for h, r in reports.items() if not r.acted]
+    assert len(acted) == 1 and len(stood) == 1
+    assert f"coordinator {stood[0]} stands down: the lease is held by {acted[0]}" in caplog.text
+    assert reports[acted[0]].queues[0].queue == queue_name
+
+
+def test_a_coordinator_whose_lease_was_taken_over_cannot_write_the_map(clocked, clock, queue_name):
+    clocked.queues.create(queue_name)
+    old = coordinator(clocked, queue_name, holder="old")
+    assert old.run_once().acted
+    stale_token = old.lease.token
+    clock.advance(LEASE_MS + 1)  # the old holder stalls past its lease (GC pause, slow network...)
+    new = coordinator(clocked, queue_name, holder="new")
+    report = new.run_once()
+    assert report.acted and report.token > stale_token and new.lease.took_over_expired
+    assert clocked.queues.get(queue_name).fence == report.token
+
+    # The stale coordinator wakes up and writes the map with its old token: the condition fails.
+    def add_shard(q: Queue) -> Queue:
+        return q.model_copy(update={"next_shard_id": q.next_shard_id + 1})
+
+    with pytest.raises(errors.Conflict):
+        clocked.queues.modify(queue_name, add_shard, fence=stale_token)
+    assert clocked.queues.get(queue_name).next_shard_id == 1
+    # And through its own loop it cannot renew, so it stands down.
+    assert not old.run_once().acted
+
+
+def test_coordinator_starts_push_workers_in_proportion_to_backlog(engine, api, queue_name):
+    engine.queues.create(queue_name)
+    status, body = api(
+        "POST",
+        f"/v1/queues/{queue_name}/consumers",
+        {"type": "webhook", "url": "https://example.com/hook", "max_batch_size": 10, "max_concurrency": 3},
+    )
+    assert status == 201, body
+    invoker = RecordingInvoker()
+    coord = coordinator(engine, queue_name, invoker=invoker)
+    coord.config.push_batches_per_worker = 4
+    send(engine, queue_name, 1, per_request=30)  # ceil(30 / 10 / 4) = 1 worker
+    coord.run_once()
+    pushes = [e["push"] for _, e in invoker.calls if "push" in e]
+    assert [p["slot"] for p in pushes] == [0]
+    send(engine, queue_name, 5, per_request=100)  # 530 → ceil(13.25) capped at 3
+    invoker.calls.clear()
+    coord.run_once()
+    assert sorted(e["push"]["slot"] for _, e in invoker.calls if "push" in e) == [0, 1, 2]
+
+
+def _add_group(engine, queue_name, group):
+    engine.queues.modify(queue_name, lambda q: q.model_copy(update={"groups": {**q.groups, group: 0}}))

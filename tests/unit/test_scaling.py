@@ -1,0 +1,78 @@
+"""The pure scaling policy: the same function the coordinator and the scale simulator call."""
+
+from sluice.engine.scaling import QueueObservation, ScalingPolicy, ShardObservation, decide
+
+POLICY = ScalingPolicy(shard_wcu_ceiling=1000, target_utilization=0.7, scale_down_after_ms=60_000)
+
+
+def obs(shards, now=1_000_000, low_since=None, min_shards=1, max_shards=64, ordered=False):
+    return QueueObservation("q", min_shards, max_shards, shards, now, ordered, low_since)
+
+
+def busy(sid, requests, throttles=0.0, state="open"):
+    # 100 messages of 200 B per request: 2 + 19.5 WCU per request
+    return ShardObservation(sid, state, requests, requests * 100, requests * 20_000, throttles)
+
+
+def test_quiet_queue_keeps_its_shard():
+    d = decide(obs([busy(0, 1)]), POLICY)
+    assert (d.add, d.seal, d.retire) == (0, [], [])
+
+
+def test_load_near_the_ceiling_adds_shards_to_the_target_utilization():
+    # 4 shards at ~95% of the ceiling: demand 4 x 43 x 21.5 WCU/s ~ 3,700 → 6 shards at 70%
+    d = decide(obs([busy(i, 43) for i in range(4)]), POLICY)
+    assert d.add == 2 and d.desired_open == 6
+
+
+def test_throttles_count_as_unmet_demand_and_growth_is_capped():
+    # one shard saturated, throttled 20x over: demand ~ 21x capacity, but at most x4 per decision
+    d = decide(obs([busy(0, 45, throttles=900)]), POLICY)
+    assert d.add == 3 and d.desired_open == 4
+    d = decide(obs([busy(i, 45, throttles=100) for i in range(4)]), POLICY)
+    assert d.desired_open == 16
+
+
+def test_any_throttle_adds_at_least_one_shard():
+    d = decide(obs([busy(0, 1, throttles=0.1)]), POLICY)
+    assert d.add == 1
+
+
+def test_max_shards_caps_and_min_shards_floors():
+    assert decide(obs([busy(0, 45, throttles=900)], max_shards=2), POLICY).desired_open == 2
+    assert decide(obs([busy(0, 0)], min_shards=3), POLICY).add == 2
+
+
+def test_idle_shards_are_sealed_only_after_the_load_stayed_low():
+    shards = [busy(i, 0.5) for i in range(6)]
+    first = decide(obs(shards, now=0), POLICY)
+    assert first.seal == [] and first.low_since_ms == 0
+    early = decide(obs(shards, now=30_000, low_since=0), POLICY)
+    assert early.seal == [] and early.low_since_ms == 0
+    late = decide(obs(shards, now=61_000, low_since=0, min_shards=2), POLICY)
+    assert late.seal == [2, 3, 4, 5]  # down to min_shards, newest first
+    # a burst in between resets the timer
+    burst = decide(obs([busy(i, 40) for i in range(6)], now=61_000, low_since=0), POLICY)
+    assert burst.seal == [] and burst.low_since_ms is None
+
+
+def test_hysteresis_keeps_shards_at_moderate_load():
+    # 10 shards at 40% of the ceiling: fits 6 at 70%, but 40% > 30% low-water mark → no sealing
+    d = decide(obs([busy(i, 18.6) for i in range(10)], now=10**9, low_since=0), POLICY)
+    assert d.seal == []
+
+
+def test_retire_needs_sealed_head_drained_and_flushed():
+    shards = [
+        busy(0, 1),
+        ShardObservation(1, "sealed", head_sealed=True, drained=True, flushed=True),
+        ShardObservation(2, "sealed", head_sealed=False, drained=True, flushed=True),
+        ShardObservation(3, "sealed", head_sealed=True, drained=False, flushed=True),
+        ShardObservation(4, "sealed", head_sealed=True, drained=True, flushed=False),
+    ]
+    assert decide(obs(shards), POLICY).retire == [1]
+
+
+def test_ordered_queues_do_not_reshard():
+    d = decide(obs([busy(0, 45, throttles=900)], ordered=True), POLICY)
+    assert d.add == 0
