@@ -42,8 +42,8 @@ def test_greedy_and_appended_routes_are_generated(monkeypatch: pytest.MonkeyPatc
     from stacks.api import HttpApi
 
     extra = (
-        c.Route("POST", "/streams/{name+}", c.FN_BROKER, (c.WRITE,)),
-        c.Route("GET", "/streams/{name+}", c.FN_CONSUMER, (c.READ,)),
+        c.Route("POST", "/v1/appended/{rest+}", c.FN_BROKER, (c.WRITE,)),
+        c.Route("GET", "/v1/appended/{rest+}", c.FN_CONSUMER, (c.READ,)),
     )
     monkeypatch.setattr(c, "ROUTES", c.ROUTES + extra)
     stack = cdk.Stack(cdk.App())
@@ -60,7 +60,7 @@ def test_greedy_and_appended_routes_are_generated(monkeypatch: pytest.MonkeyPatc
     api = HttpApi(
         stack, "Http", stage="t", functions=fns, throttle_rate=1, throttle_burst=1, log_retention_days=1
     )
-    assert ("POST", "/streams/{name+}") in api.routes and ("GET", "/streams/{name+}") in api.routes
+    assert ("POST", "/v1/appended/{rest+}") in api.routes and ("GET", "/v1/appended/{rest+}") in api.routes
 
 
 def test_default_stage_throttles_and_logs_access(resources: dict[str, Any], stack: Any) -> None:
