@@ -148,7 +148,7 @@ def _pull_task(
     batch_size: int,
     vis_ms: int,
     wait_ms: int,
-    deadline: float,
+    round_seconds: float,
     run_id: str,
     round_no: int,
 ) -> Any:
@@ -162,8 +162,9 @@ def _pull_task(
         backlog: int | None = None
         first_pull_ms: int | None = None
         conflicts = 0
+        deadline = time.monotonic() + round_seconds  # from the task's start: tasks may queue for a slot
         try:
-            while len(taken) < quota and time.time() < deadline:
+            while len(taken) < quota and (backlog is None or time.monotonic() < deadline):
                 pulled_at = int(time.time() * 1000)
                 try:
                     result = client.pull(
@@ -178,6 +179,8 @@ def _pull_task(
                         raise
                     conflicts += 1  # another puller committed this shard's state first
                     time.sleep(0.02 * min(conflicts, 10))
+                    if conflicts > 200:
+                        raise
                     continue
                 backlog = result.backlog
                 if not result.messages:
@@ -312,7 +315,7 @@ def run(spark: Any, args: dict[str, Any], *, spark_startup_seconds: float = 0.0)
             pulled = sc.parallelize(range(n_tasks), n_tasks).mapPartitionsWithIndex(
                 _pull_task(
                     api, queue, group, quota, a["batch_size"], vis_ms, a["wait_time_ms"],
-                    time.time() + round_seconds, summary.run_id, round_no,
+                    round_seconds, summary.run_id, round_no,
                 )
             )  # fmt: skip
             # Never run the pull twice: keep its output on the executors and cut the lineage, so a lost
@@ -330,7 +333,7 @@ def run(spark: Any, args: dict[str, Any], *, spark_startup_seconds: float = 0.0)
                 summary.backlog = max(backlogs)
             if not pairs:
                 pulled.unpersist()
-                if not summary.backlog:
+                if summary.backlog == 0:
                     break  # drained
                 idle_since = idle_since or time.monotonic()
                 if time.monotonic() - idle_since >= a["idle_timeout_seconds"]:
