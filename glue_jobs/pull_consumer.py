@@ -262,10 +262,19 @@ def _ack(client: Any, queue: str, leases: list[str], threads: int = 4) -> int:
         return sum(pool.map(one, _chunks(leases, LEASES_PER_CALL)))
 
 
-def run(spark: Any, args: dict[str, Any], *, spark_startup_seconds: float = 0.0) -> Summary:
-    """Drain the queue in rounds (pull on executors → Parquet commit → ack). Returns the run summary."""
+def pin(rdd: Any) -> Any:
+    """Never run the pull twice: keep its output on the executors and cut the lineage once the first
+    action has computed it, so a lost block fails the job rather than pulling other messages than the
+    ones whose leases the driver holds."""
     from pyspark import StorageLevel
 
+    rdd.persist(StorageLevel.MEMORY_AND_DISK)  # also makes later maps start a new stage from the cache
+    rdd.localCheckpoint()
+    return rdd
+
+
+def run(spark: Any, args: dict[str, Any], *, spark_startup_seconds: float = 0.0) -> Summary:
+    """Drain the queue in rounds (pull on executors → Parquet commit → ack). Returns the run summary."""
     for required in ("url", "queue", "output"):
         if not args.get(required):
             raise SystemExit(f"--{required.replace('_', '-')} is required")
@@ -318,10 +327,7 @@ def run(spark: Any, args: dict[str, Any], *, spark_startup_seconds: float = 0.0)
                     round_seconds, summary.run_id, round_no,
                 )
             )  # fmt: skip
-            # Never run the pull twice: keep its output on the executors and cut the lineage, so a lost
-            # block fails the job rather than pulling other messages than the ones we hold leases for.
-            pulled.persist(StorageLevel.MEMORY_AND_DISK)
-            pulled.localCheckpoint()
+            pin(pulled)
             handles = pulled.map(lambda e: e if e[0] == "meta" else (e[0][0], e[1])).collect()
             metas = [h[1] for h in handles if h[0] == "meta"]
             pairs = [h for h in handles if h[0] != "meta"]
