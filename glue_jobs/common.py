@@ -34,10 +34,20 @@ CONFLICT_CODE = 10115  # "a concurrent change won; retry" (docs/api.md)
 # --- arguments and session ---------------------------------------------------------------------------------
 
 
+# The default arguments the CDK stack (stacks/glue.py) sets on the Glue jobs, as this module's names.
+STACK_ARGUMENT_ALIASES = {
+    "sluice_api_url": "url",
+    "sluice_token_secret_arn": "token_secret_arn",
+    "sluice_segment_bucket": "bucket",
+    "sluice_output_path": "output",
+}
+
+
 def parse_args(argv: Sequence[str], defaults: dict[str, Any]) -> dict[str, Any]:
-    """`--key value` / `--key=value` pairs as Glue passes them (`--JOB_NAME x --queue q ...`); names are
-    normalised to snake_case, values converted to the type of the default. Unknown Glue arguments
-    (`--TempDir`, `--job-bookmark-option`, ...) are kept but ignored; a bare `--flag` means true."""
+    """`--key value` / `--key=value` pairs as Glue passes them (`--JOB_NAME x --queue q ...`). Names are
+    normalised to snake_case (the stack's `--sluice_api_url` etc. to `url` etc.), values converted to the
+    type of the default. Unknown Glue arguments (`--TempDir`, `--job-bookmark-option`, ...) are kept but
+    ignored; a bare `--flag` means true."""
     out: dict[str, Any] = dict(defaults)
     items = list(argv)
     i = 0
@@ -54,6 +64,7 @@ def parse_args(argv: Sequence[str], defaults: dict[str, Any]) -> dict[str, Any]:
             else:
                 value = "true"
         key = name.replace("-", "_")
+        key = STACK_ARGUMENT_ALIASES.get(key, key)
         out[key] = _convert(value, defaults.get(key))
     return out
 

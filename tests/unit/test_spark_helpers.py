@@ -16,6 +16,8 @@ def test_parse_args_takes_glue_style_pairs_and_converts_to_the_defaults_types():
     args = parse_args(argv, defaults)
     assert args["queue"] == "orders" and args["batch_size"] == 50 and args["round_seconds"] == 2.5
     assert args["verify_output"] is True and args["JOB_NAME"] == "j" and args["TempDir"] == "s3://t/"
+    stack = parse_args(["--sluice_api_url", "https://a", "--sluice_output_path", "s3://o/"], {"url": ""})
+    assert stack["url"] == "https://a" and stack["output"] == "s3://o/"
 
 
 def seg(shard: int, first: int, last: int) -> SegmentObject:
