@@ -17,7 +17,7 @@ install: .venv/.installed
 	@touch $@
 
 demo: install
-	$(RUN) python -m sluice.demo
+	$(RUN) python -m sluice.demo --consumer spark
 
 lint: install
 	$(RUN) ruff check .

@@ -10,7 +10,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -18,6 +18,9 @@ from urllib.parse import quote, urlencode
 import urllib3
 
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
+
+# Signs one request: (method, url, headers, body) -> the headers to send (e.g. SigV4 for IAM callers).
+RequestAuth = Callable[[str, str, dict[str, str], bytes | None], dict[str, str]]
 
 
 class SluiceApiError(Exception):
@@ -58,14 +61,20 @@ class SluiceClient:
     def __init__(
         self,
         base_url: str,
-        token: str,
+        token: str | None,
         *,
         timeout_seconds: float = 35.0,
         max_attempts: int = 6,
         pool_size: int = 16,
+        auth: RequestAuth | None = None,
     ) -> None:
+        """`token` is sent as a Bearer token; `auth`, if given, signs every attempt instead or as well
+        (IAM callers: SigV4 for `execute-api`), so pass `token=None` with it."""
         self.base_url = base_url.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        self._headers = {"Content-Type": "application/json"}
+        if token is not None:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._auth = auth
         self._timeout = urllib3.Timeout(connect=5.0, read=timeout_seconds)
         self._max_attempts = max_attempts
         self._http = urllib3.PoolManager(maxsize=pool_size, retries=False)
@@ -88,8 +97,9 @@ class SluiceClient:
         data = None if body is None else json.dumps(body).encode()
         all_headers = {**self._headers, **(headers or {})}
         for attempt in range(1, self._max_attempts + 1):
+            sent_headers = self._auth(method, url, dict(all_headers), data) if self._auth else all_headers
             try:
-                resp = self._http.request(method, url, body=data, headers=all_headers, timeout=self._timeout)
+                resp = self._http.request(method, url, body=data, headers=sent_headers, timeout=self._timeout)
             except urllib3.exceptions.HTTPError:
                 if attempt == self._max_attempts:
                     raise

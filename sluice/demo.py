@@ -1,12 +1,22 @@
 """`make demo`: the local runtime on embedded moto, one queue, concurrent producers and consumers.
 
 Prints a summary: sent, received, duplicates, backlog, and msg/s for sending and for pull+ack.
+`--consumer spark` consumes with the Glue/EMR pull-consumer job (glue_jobs/pull_consumer.py, run as a
+local Spark job in a subprocess, so this module never imports pyspark); without pyspark or Java it
+falls back to the thread consumers.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
+import os
 import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +27,31 @@ from sluice.client import SluiceClient
 from sluice.local.runtime import LocalRuntime
 
 
-def run(messages: int, producers: int, consumers: int, batch_size: int) -> dict[str, float]:
+def spark_available() -> bool:
+    java = shutil.which("java") or os.environ.get("JAVA_HOME")
+    return bool(java) and importlib.util.find_spec("pyspark") is not None
+
+
+def consume_with_spark(url: str, token: str, queue: str, consumers: int) -> dict[str, float]:
+    """Run the pull-consumer job as a local Spark job; its progress goes to stderr, its summary to JSON."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory(prefix="sluice-demo-") as tmp:
+        summary_path = os.path.join(tmp, "summary.json")
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+        cmd = [
+            sys.executable, os.path.join(root, "glue_jobs", "pull_consumer.py"),
+            "--master", f"local[{consumers}]", "--url", url, "--token", token, "--queue", queue,
+            "--output", os.path.join(tmp, "out"), "--summary-path", summary_path, "--verify-output", "true",
+        ]  # fmt: skip
+        subprocess.run(cmd, env=env, check=True)
+        with open(summary_path) as fh:
+            return json.load(fh)
+
+
+def run(
+    messages: int, producers: int, consumers: int, batch_size: int, consumer: str = "threads"
+) -> dict[str, float]:
     token = "demo-" + secrets.token_hex(8)
     runtime = LocalRuntime(port=0, admin_token=token)
     print("starting sluice local (embedded moto) ...", flush=True)
@@ -37,6 +71,25 @@ def run(messages: int, producers: int, consumers: int, batch_size: int) -> dict[
             for result in pool.map(lambda batch: client.send_batch(queue, batch), batches):
                 bar.update(len(result["message_ids"]))
         send_seconds = time.perf_counter() - started
+
+        if consumer == "spark":
+            print("consuming with the Spark pull-consumer job (glue_jobs/pull_consumer.py) ...", flush=True)
+            job = consume_with_spark(runtime.url, token, queue, consumers)
+            summary = {
+                "sent": messages,
+                "received": job.get("output_distinct_ids", 0),
+                "duplicates": job.get("output_rows", 0) - job.get("output_distinct_ids", 0),
+                "backlog": client.pull(queue, batch_size=1).backlog,
+                "send_msg_per_s": messages / send_seconds,
+                "pull_ack_msg_per_s": job["messages_per_second"],
+                "spark_startup_share": job["spark_startup_share"],
+            }
+            print(
+                "\nsummary: sent={sent} received={received} duplicates={duplicates} backlog={backlog} "
+                "send={send_msg_per_s:.0f} msg/s spark job={pull_ack_msg_per_s:.0f} msg/s "
+                "(Spark start-up {spark_startup_share:.0%} of the job)".format(**summary)
+            )
+            return summary
 
         received: list[str] = []
         lock = threading.Lock()
@@ -86,8 +139,15 @@ def main() -> None:
     parser.add_argument("--producers", type=int, default=4)
     parser.add_argument("--consumers", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=50)
+    parser.add_argument(
+        "--consumer", choices=["threads", "spark"], default="threads", help="spark: the Glue/EMR job, locally"
+    )
     args = parser.parse_args()
-    summary = run(args.messages, args.producers, args.consumers, args.batch_size)
+    consumer = args.consumer
+    if consumer == "spark" and not spark_available():
+        print("pyspark or Java not available: consuming with threads instead", flush=True)
+        consumer = "threads"
+    summary = run(args.messages, args.producers, args.consumers, args.batch_size, consumer)
     ok = summary["received"] == summary["sent"] and summary["duplicates"] == 0 and summary["backlog"] == 0
     raise SystemExit(0 if ok else 1)
 
