@@ -28,7 +28,9 @@ OUTPUT_COLUMNS = (
     "id string, body string, content_type string, attributes map<string,string>, "
     "partition_key string, timestamp_ms bigint, attempts int"
 )
-CONFLICT_CODE = 10115  # "a concurrent change won; retry" (docs/api.md)
+# Contention on one shard's group state: 409 "a concurrent change won" and 429 "too many consumers
+# on this shard" (after the SDK's own retries) both mean "back off and pull again" (docs/api.md).
+CONTENTION_CODES = frozenset({10115, 10429})
 
 
 # --- arguments and session ---------------------------------------------------------------------------------
@@ -174,7 +176,7 @@ def sigv4_auth(region: str | None) -> Any:
 
 
 def call_with_conflict_retry(fn: Any, *args: Any, attempts: int = 30, **kwargs: Any) -> Any:
-    """Retry the API's 409 "a concurrent change won" (pullers racing on one shard's state)."""
+    """Retry contention answers (pullers racing on one shard's state): see CONTENTION_CODES."""
     import random
 
     from sluice.client import SluiceApiError
@@ -183,7 +185,7 @@ def call_with_conflict_retry(fn: Any, *args: Any, attempts: int = 30, **kwargs: 
         try:
             return fn(*args, **kwargs)
         except SluiceApiError as exc:
-            if exc.code != CONFLICT_CODE or attempt == attempts - 1:
+            if exc.code not in CONTENTION_CODES or attempt == attempts - 1:
                 raise
             time.sleep(random.uniform(0.01, 0.05 * 2 ** min(attempt, 5)))
     raise AssertionError("unreachable")

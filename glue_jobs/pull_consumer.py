@@ -70,6 +70,7 @@ if __package__ in (None, ""):  # run as a script (Glue, spark-submit): the repo 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from glue_jobs.common import (
+    CONTENTION_CODES,
     OUTPUT_COLUMNS,
     ApiConfig,
     body_text,
@@ -175,7 +176,7 @@ def _pull_task(
                         consumer_group=group,
                     )
                 except SluiceApiError as exc:
-                    if exc.code != 10115:
+                    if exc.code not in CONTENTION_CODES:
                         raise
                     conflicts += 1  # another puller committed this shard's state first
                     time.sleep(0.02 * min(conflicts, 10))
