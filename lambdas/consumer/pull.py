@@ -11,24 +11,16 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from lambdas.common.http import ok
 from lambdas.common.runtime import service
 from lambdas.common.schemas import Ack, ExtendLeases, Pull
-from sluice.codec import body_to_native
 from sluice.engine.consume import RetryRequest
+from sluice.engine.push import push_message
 from sluice.models import Delivery
 
 router = APIGatewayHttpRouter()
 
 
 def native_message(d: Delivery) -> dict[str, Any]:
-    return {
-        "id": d.id,
-        "body": body_to_native(d.body, d.content_type),
-        "content_type": d.content_type,
-        "timestamp_ms": d.timestamp_ms,
-        "attempts": d.attempts,
-        "lease_id": d.lease_id,
-        "partition_key": d.partition_key,
-        "attributes": d.attributes,
-    }
+    """The native pull shape: what a push target receives, plus the lease."""
+    return {**push_message(d), "lease_id": d.lease_id}
 
 
 @router.post("/v1/queues/<queue_name>/messages/pull")
