@@ -176,8 +176,11 @@ class Consumer:
         start_ms = queue.groups.get(group, 0)
         if state.read >= view.head_next:
             return
+        # Reads are paid per 4 KB of items returned: fetch no more items than the messages still
+        # wanted could fill (each holds at least one), plus the partly read one.
+        limit = min(_ITEMS_PER_QUERY, want - len(out) + (1 if state.read > state.read_item else 0))
         items = view.table.query(
-            view.pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=_ITEMS_PER_QUERY
+            view.pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=max(1, limit)
         )
         for item in items:
             first, count = keys.seq_of(item["sk"]), item["n"]
