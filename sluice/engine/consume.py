@@ -177,43 +177,52 @@ class Consumer:
         if state.read >= view.head_next:
             return
         # Reads are paid per 4 KB of items returned: fetch no more items than the messages still
-        # wanted could fill (each holds at least one), plus the partly read one.
-        limit = min(_ITEMS_PER_QUERY, want - len(out) + (1 if state.read > state.read_item else 0))
-        items = view.table.query(
-            view.pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=max(1, limit)
-        )
-        for item in items:
-            first, count = keys.seq_of(item["sk"]), item["n"]
-            if first + count <= state.read:
-                continue
-            if first > state.read:  # allocated but never written: wait, then seal
-                if now - item["ts"] < GAP_WAIT_MS or not self._seal_gap(view, state.read, first):
-                    return
-                state.read = state.read_item = first
-                view.dirty = True
-            if item.get("gap"):
-                state.read = state.read_item = first + count
-                view.dirty = True
-                continue
-            state.read_item = first
-            stored = list(decode_batch(item["d"]))
-            for seq in range(state.read, first + count):
-                if len(out) >= want or len(state.pending) >= MAX_PENDING:
-                    return
-                msg = stored[seq - first]
-                state.read = seq + 1
-                view.dirty = True
-                if item["ts"] < start_ms:
-                    continue  # before the group's start
-                if msg.visible_at_ms > now:
-                    state.pending[seq] = Pending(
-                        item=first, due_ms=msg.visible_at_ms, attempts=0, leased=False
-                    )
+        # wanted could fill (each holds at least one, plus the partly read one), and fetch again
+        # when delayed or skipped messages left the batch short, up to _ITEMS_PER_QUERY items.
+        fetched = 0
+        while fetched < _ITEMS_PER_QUERY and state.read < view.head_next and len(out) < want:
+            partial = 1 if state.read > state.read_item else 0
+            limit = max(1, min(_ITEMS_PER_QUERY - fetched, want - len(out) + partial))
+            items = list(
+                view.table.query(
+                    view.pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=limit
+                )
+            )
+            fetched += len(items)
+            for item in items:
+                first, count = keys.seq_of(item["sk"]), item["n"]
+                if first + count <= state.read:
                     continue
-                entry = Pending(item=first, due_ms=now + vis, attempts=1, leased=True)
-                state.pending[seq] = entry
-                out.append(self._delivery(queue, view, group, seq, entry, {first: (item["ts"], stored)}))
-            state.read_item = first + count
+                if first > state.read:  # allocated but never written: wait, then seal
+                    if now - item["ts"] < GAP_WAIT_MS or not self._seal_gap(view, state.read, first):
+                        return
+                    state.read = state.read_item = first
+                    view.dirty = True
+                if item.get("gap"):
+                    state.read = state.read_item = first + count
+                    view.dirty = True
+                    continue
+                state.read_item = first
+                stored = list(decode_batch(item["d"]))
+                for seq in range(state.read, first + count):
+                    if len(out) >= want or len(state.pending) >= MAX_PENDING:
+                        return
+                    msg = stored[seq - first]
+                    state.read = seq + 1
+                    view.dirty = True
+                    if item["ts"] < start_ms:
+                        continue  # before the group's start
+                    if msg.visible_at_ms > now:
+                        state.pending[seq] = Pending(
+                            item=first, due_ms=msg.visible_at_ms, attempts=0, leased=False
+                        )
+                        continue
+                    entry = Pending(item=first, due_ms=now + vis, attempts=1, leased=True)
+                    state.pending[seq] = entry
+                    out.append(self._delivery(queue, view, group, seq, entry, {first: (item["ts"], stored)}))
+                state.read_item = first + count
+            if len(items) < limit:
+                break
         # A tail allocated long ago and never written: seal it so readers move on.
         tail_stalled = state.read < view.head_next and now - view.head_ts >= GAP_WAIT_MS
         if tail_stalled and self._seal_gap(view, state.read, view.head_next):
