@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from typing import Any
@@ -65,6 +66,60 @@ def _treat_body_as_json(event: dict[str, Any]) -> None:
         headers["content-type"] = "application/json"
 
 
+MAX_JSON_DEPTH = 128  # far beyond any real message; Python's parser recurses, so bound it first
+
+
+def _check_body(event: dict[str, Any]) -> None:
+    """Refuse, before any parser sees them, bodies that would crash it: bytes that are not UTF-8 (API
+    Gateway passes them base64-encoded) and JSON nested deeper than MAX_JSON_DEPTH."""
+    body = event.get("body") or ""
+    if event.get("isBase64Encoded") and body:
+        try:
+            body = base64.b64decode(body).decode("utf-8")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise errors.MalformedJson("the request body is not UTF-8 JSON") from exc
+    if _too_deep(body):
+        raise errors.InvalidRequest(f"the body nests deeper than {MAX_JSON_DEPTH} levels")
+
+
+def _too_deep(body: str) -> bool:
+    """True when `body` nests arrays/objects deeper than MAX_JSON_DEPTH (a stack-exhaustion attempt).
+    Bodies with few brackets are never scanned."""
+    if body.count("[") + body.count("{") <= MAX_JSON_DEPTH:
+        return False
+    depth, in_string, escaped = 0, False, False
+    for char in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return True
+        elif char in "]}":
+            depth -= 1
+    return False
+
+
+def _reject(exc: errors.SluiceError, route: Route | None) -> dict[str, Any]:
+    """An error answered before the resolver runs, in the body shape of the route's face."""
+    body = error_registry.envelope(errors_=[{"code": exc.code, "message": exc.message}])
+    if route is not None and route.face == STREAMS:
+        body = error_registry.plain_body(exc)
+    return {
+        "statusCode": error_registry.status_of(exc),
+        "headers": {"Content-Type": content_types.APPLICATION_JSON},
+        "body": json.dumps(body),
+        "isBase64Encoded": False,
+    }
+
+
 def make_handler(app: APIGatewayHttpResolver, function: str) -> LambdaHandler:
     """The Lambda entry point of `function`: auth gate from the route table, then the resolver."""
     routes = {route.route_key: route for route in ROUTES if route.function == function}
@@ -77,16 +132,11 @@ def make_handler(app: APIGatewayHttpResolver, function: str) -> LambdaHandler:
             try:
                 app.append_context(principal=authorize(route, event))
             except errors.SluiceError as exc:
-                status = error_registry.status_of(exc)
-                body = error_registry.envelope(errors_=[{"code": exc.code, "message": exc.message}])
-                if route.face == STREAMS:
-                    body = error_registry.plain_body(exc)
-                return {
-                    "statusCode": status,
-                    "headers": {"Content-Type": content_types.APPLICATION_JSON},
-                    "body": json.dumps(body),
-                    "isBase64Encoded": False,
-                }
+                return _reject(exc, route)
+        try:
+            _check_body(event)
+        except errors.SluiceError as exc:
+            return _reject(exc, route)
         return app.resolve(event, context)
 
     return handler

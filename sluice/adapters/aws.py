@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -36,6 +36,7 @@ _UNAVAILABLE_CODES = frozenset({"InternalServerError", "ServiceUnavailable", "In
 _lock = threading.Lock()
 _clients: dict[tuple[str, str | None], Any] = {}
 _session: boto3.session.Session | None = None
+_instruments: list[Callable[[Any], None]] = []  # fault injection and call accounting (tests, bench)
 
 
 def client(service: str, endpoint_url: str | None = None) -> Any:
@@ -46,7 +47,32 @@ def client(service: str, endpoint_url: str | None = None) -> Any:
             global _session
             _session = _session or boto3.session.Session()
             _clients[key] = _session.client(service, endpoint_url=endpoint_url, config=RETRY_CONFIG)
+            for attach in _instruments:
+                attach(_clients[key])
         return _clients[key]
+
+
+def instrument(attach: Callable[[Any], None]) -> Callable[[], None]:
+    """Call `attach(client)` on every cached client and every client made later (it registers botocore
+    event handlers: `sluice.faults.FaultInjector`, `bench.accounting`). Returns a function that stops
+    applying it to new clients; the attacher unregisters its own handlers."""
+    with _lock:
+        _instruments.append(attach)
+        existing = list(_clients.values())
+    for made in existing:
+        attach(made)
+
+    def stop() -> None:
+        with _lock:
+            if attach in _instruments:
+                _instruments.remove(attach)
+
+    return stop
+
+
+def cached_clients() -> list[Any]:
+    with _lock:
+        return list(_clients.values())
 
 
 def reset_clients() -> None:

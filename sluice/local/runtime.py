@@ -248,6 +248,13 @@ def _make_handler(runtime: LocalRuntime) -> type[BaseHTTPRequestHandler]:
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve
 
+        def __getattr__(self, name: str) -> Any:
+            """Any other method (TRACE, QUERY, ...) goes to routing too: no route, so 404 as API
+            Gateway answers, where http.server would answer 501."""
+            if name.startswith("do_"):
+                return self._serve
+            raise AttributeError(name)
+
         def log_message(self, format: str, *args: Any) -> None:
             if os.environ.get("SLUICE_ACCESS_LOG"):
                 super().log_message(format, *args)

@@ -1,0 +1,91 @@
+"""The API's OpenAPI document, generated from the resolvers' route signatures (Powertools) and merged
+over the functions, with the bearer scheme and the error envelope every route can answer with.
+
+`python -m lambdas.common.openapi > docs/openapi.json` regenerates the committed copy; a test checks
+that it is up to date."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lambdas.common.errors import STATUS
+from sluice.constants import ROUTES
+
+TITLE = "Sluice"
+VERSION = "1.0"
+
+_ERROR_ENVELOPE = {
+    "type": "object",
+    "required": ["success", "errors", "messages", "result"],
+    "properties": {
+        "success": {"type": "boolean", "enum": [False]},
+        "errors": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
+            },
+        },
+        "messages": {"type": "array"},
+        "result": {},
+    },
+}
+# What API Gateway itself answers (unknown route, payload too large) has no envelope.
+_GATEWAY_ERROR = {"type": "object", "properties": {"message": {"type": "string"}}}
+
+
+def _apps() -> list[Any]:
+    from lambdas.broker.handler import app as broker
+    from lambdas.consumer.handler import app as consumer
+
+    return [broker, consumer]
+
+
+def build() -> dict[str, Any]:
+    merged: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {"title": TITLE, "version": VERSION},
+        "paths": {},
+        "components": {
+            "schemas": {"ErrorEnvelope": _ERROR_ENVELOPE, "GatewayError": _GATEWAY_ERROR},
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }
+    for app in _apps():
+        doc = json.loads(app.get_openapi_json_schema(title=TITLE, version=VERSION))
+        for path, operations in doc.get("paths", {}).items():
+            merged["paths"].setdefault(path, {}).update(operations)
+        for name, schema in doc.get("components", {}).get("schemas", {}).items():
+            merged["components"]["schemas"].setdefault(name, schema)
+    statuses = sorted({status for _cls, status in STATUS} | {500})
+    scoped = {(r.method.lower(), r.path): r for r in ROUTES}
+    for path, operations in merged["paths"].items():
+        for method, operation in operations.items():
+            route = scoped.get((method, path))
+            if route is not None:
+                operation["x-sluice-scopes"] = list(route.scopes)
+            responses = operation.setdefault("responses", {})
+            responses.pop("422", None)  # validation failures are 400s with the envelope here
+            for status in statuses:
+                responses.setdefault(
+                    str(status),
+                    {
+                        "description": "error",
+                        "content": {
+                            "application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}
+                        },
+                    },
+                )
+    return merged
+
+
+def render() -> str:
+    return json.dumps(build(), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")

@@ -1,0 +1,110 @@
+"""The fault injector fails calls the way AWS does: before they apply (retried by botocore) or after."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from sluice import errors, faults
+from sluice.faults import FaultInjector
+
+
+@pytest.fixture
+def raw_client(settings):
+    """A client with a single attempt, so every injected fault surfaces."""
+    return boto3.client("dynamodb", config=Config(retries={"max_attempts": 1, "mode": "standard"}))
+
+
+def _put(client, table, sk):
+    client.put_item(TableName=table, Item={"pk": {"S": "fault-test"}, "sk": {"S": sk}})
+
+
+def _exists(client, table, sk):
+    key = {"pk": {"S": "fault-test"}, "sk": {"S": sk}}
+    return "Item" in client.get_item(TableName=table, Key=key, ConsistentRead=True)
+
+
+@pytest.mark.parametrize(
+    ("throttle_share", "code"), [(1.0, "ThrottlingException"), (0.0, "InternalServerError")]
+)
+def test_not_applied_fault_looks_like_aws_and_changes_nothing(settings, raw_client, throttle_share, code):
+    table = settings.control_table
+    injector = FaultInjector(1.0, applied_share=0.0, throttle_share=throttle_share, operations=["PutItem"])
+    injector.attach(raw_client)
+    try:
+        with pytest.raises(ClientError) as caught:
+            _put(raw_client, table, f"before-{code}")
+    finally:
+        injector.stop()
+    assert caught.value.response["Error"]["Code"] == code
+    assert not _exists(raw_client, table, f"before-{code}")
+    assert injector.counts[("dynamodb", "PutItem", code)] >= 1
+
+
+def test_applied_fault_changes_state_then_fails(settings, raw_client):
+    injector = FaultInjector(1.0, applied_share=1.0, operations=["PutItem"])
+    injector.attach(raw_client)
+    try:
+        with pytest.raises(ClientError) as caught:
+            _put(raw_client, settings.control_table, "after")
+    finally:
+        injector.stop()
+    assert caught.value.response["Error"]["Code"] == "InternalServerError"
+    assert _exists(raw_client, settings.control_table, "after")
+
+
+def test_engine_clients_retry_injected_faults(engine, queue_name):
+    """At 30% not-applied faults the engine's retrying clients still complete every call."""
+    engine.queues.create(queue_name)
+    with FaultInjector(0.3, applied_share=0.0, throttle_share=0.0, seed=3) as injector:  # 5xx: short backoff
+        for i in range(20):
+            engine.publisher.publish(queue_name, [_msg(i)])
+    assert injector.injected > 0
+    bodies = []
+    while pulled := engine.consumer.pull(queue_name, group="default", batch_size=100).messages:
+        bodies += [d.body for d in pulled]
+    assert sorted(bodies) == sorted(_msg(i).body for i in range(20))
+
+
+def test_surfaced_faults_become_retryable_domain_errors(engine, queue_name):
+    engine.queues.create(queue_name)
+    engine.directory.get(queue_name)
+    with (
+        FaultInjector(1.0, applied_share=1.0, operations=["UpdateItem"]),
+        pytest.raises(errors.DependencyUnavailable),
+    ):
+        engine.publisher.publish(queue_name, [_msg(0)])
+
+
+def test_delay_only(settings, raw_client):
+    injector = FaultInjector(0.0, delay_ms=20, delay_fraction=1.0)
+    injector.attach(raw_client)
+    try:
+        _put(raw_client, settings.control_table, "delayed")
+    finally:
+        injector.stop()
+    assert injector.counts[("dynamodb", "PutItem", "delay")] == 1
+    assert injector.injected == 0
+
+
+def test_stop_detaches(settings, raw_client):
+    injector = FaultInjector(1.0, applied_share=0.0)
+    injector.attach(raw_client)
+    injector.stop()
+    _put(raw_client, settings.control_table, "after-stop")
+
+
+def test_crash_points_are_named_and_armed_one_at_a_time():
+    assert len(set(faults.CRASH_POINTS)) == 4
+    faults.crash_point(faults.SEGMENT_AFTER_UPLOAD)  # not armed: nothing happens
+    with faults.armed(faults.SEGMENT_AFTER_UPLOAD), pytest.raises(faults.InjectedCrash):
+        faults.crash_point(faults.SEGMENT_AFTER_UPLOAD)
+    faults.crash_point(faults.SEGMENT_AFTER_UPLOAD)
+
+
+def _msg(i):
+    from sluice.models import OutgoingMessage
+
+    return OutgoingMessage(body=f'{{"i":{i}}}'.encode())

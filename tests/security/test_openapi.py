@@ -1,0 +1,66 @@
+"""The OpenAPI document is generated from the resolvers; schemathesis fuzzes the local runtime with it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+
+from lambdas.common import openapi
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+ADMIN = "schemathesis-admin-token"
+EXAMPLES = int(os.environ.get("SLUICE_FUZZ_EXAMPLES", "25"))
+
+
+def test_committed_openapi_document_is_up_to_date():
+    assert DOC.read_text() == openapi.render(), "run: python -m lambdas.common.openapi > docs/openapi.json"
+
+
+def test_every_route_is_documented_with_its_scopes():
+    from sluice.constants import ROUTES
+
+    doc = openapi.build()
+    for route in ROUTES:
+        operation = doc["paths"][route.path][route.method.lower()]
+        assert operation["x-sluice-scopes"] == list(route.scopes)
+        assert "requestBody" in operation or route.method in ("GET", "DELETE")
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    from sluice.local.runtime import LocalRuntime, free_port
+
+    local = LocalRuntime(
+        port=free_port(), admin_token=ADMIN, stage="fuzz", concurrency={"broker": 1, "consumer": 1}
+    )
+    local.start()
+    try:
+        yield local
+    finally:
+        local.stop()
+
+
+schema = schemathesis.openapi.from_dict(json.loads(DOC.read_text()))
+
+
+@schema.parametrize()
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=True,
+)
+def test_fuzzed_requests_get_no_500_and_match_the_schema(case, runtime):
+    from schemathesis.checks import not_a_server_error
+    from schemathesis.specs.openapi.checks import response_schema_conformance
+
+    case.call_and_validate(
+        base_url=runtime.url,
+        headers={"Authorization": f"Bearer {ADMIN}"},
+        checks=[not_a_server_error, response_schema_conformance],
+    )
