@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from lambdas.common.errors import STATUS
+from lambdas.common.streams import STREAM_RULE
 from sluice.constants import ROUTES
 
 TITLE = "Sluice"
@@ -44,13 +45,33 @@ def _apps() -> list[Any]:
     return [broker, consumer]
 
 
+STREAMS_OPENAPI_PATH = "/streams/{name}"
+_STREAMS_ERROR = {
+    "type": "object",
+    "properties": {"error": {"type": "string"}},
+    "required": ["error"],
+    "additionalProperties": True,
+}
+_STREAM_NAME_PARAMETER = {
+    "in": "path",
+    "name": "name",
+    "required": True,
+    "description": "the stream's name: 1-256 characters, `/` allowed (the rest of the path)",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 256},
+}
+
+
 def build() -> dict[str, Any]:
     merged: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": TITLE, "version": VERSION},
         "paths": {},
         "components": {
-            "schemas": {"ErrorEnvelope": _ERROR_ENVELOPE, "GatewayError": _GATEWAY_ERROR},
+            "schemas": {
+                "ErrorEnvelope": _ERROR_ENVELOPE,
+                "GatewayError": _GATEWAY_ERROR,
+                "StreamsError": _STREAMS_ERROR,
+            },
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],
@@ -58,11 +79,17 @@ def build() -> dict[str, Any]:
     for app in _apps():
         doc = json.loads(app.get_openapi_json_schema(title=TITLE, version=VERSION))
         for path, operations in doc.get("paths", {}).items():
+            # The Durable Streams rule is a regex in Powertools; OpenAPI has no greedy parameter, so it
+            # is documented as `/streams/{name}` (API Gateway's `{name+}`: the name may contain `/`).
+            if path == STREAM_RULE:
+                path = STREAMS_OPENAPI_PATH
+                for operation in operations.values():
+                    operation["parameters"] = [_STREAM_NAME_PARAMETER, *operation.get("parameters", [])]
             merged["paths"].setdefault(path, {}).update(operations)
         for name, schema in doc.get("components", {}).get("schemas", {}).items():
             merged["components"]["schemas"].setdefault(name, schema)
     statuses = sorted({status for _cls, status in STATUS} | {500})
-    scoped = {(r.method.lower(), r.path): r for r in ROUTES}
+    scoped = {(r.method.lower(), r.path.replace("{name+}", "{name}")): r for r in ROUTES}
     for path, operations in merged["paths"].items():
         for method, operation in operations.items():
             route = scoped.get((method, path))
@@ -70,13 +97,15 @@ def build() -> dict[str, Any]:
                 operation["x-sluice-scopes"] = list(route.scopes)
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)  # validation failures are 400s with the envelope here
+            # The Durable Streams face answers errors as {"error": ...}, as that protocol does.
+            error_schema = "StreamsError" if path == STREAMS_OPENAPI_PATH else "ErrorEnvelope"
             for status in statuses:
                 responses.setdefault(
                     str(status),
                     {
                         "description": "error",
                         "content": {
-                            "application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}
+                            "application/json": {"schema": {"$ref": f"#/components/schemas/{error_schema}"}}
                         },
                     },
                 )

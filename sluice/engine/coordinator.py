@@ -287,6 +287,7 @@ class Coordinator:
 
     def run_queue(self, name: str, token: int) -> QueueReport:
         queue = self.engine.queues.get(name)
+        self.engine.queues.repair_mirror(queue)
         now = self.backend.clock()
         reads = self._read_shards(queue)
         state = self._load_state(queue)

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sluice import errors
+from sluice import errors, faults
 from sluice.adapters.dynamo import ConditionFailed
 from sluice.engine import keys
 from sluice.engine.backend import Backend
@@ -148,9 +148,20 @@ class QueueRegistry:
             except ConditionFailed:
                 time.sleep(0.01 * (attempt + 1))
                 continue
+            if fence is not None:
+                faults.crash_point(faults.COORDINATOR_AFTER_MAP_WRITE)
             self.backend.mirror.write(name, updated.model_dump_json())
             return updated
         raise errors.Conflict(f"queue {name!r} is being changed concurrently; retry")
+
+    def repair_mirror(self, queue: Queue) -> bool:
+        """Rewrite the SSM mirror when it lags the control item (a writer died between the two).
+        Brokers would otherwise keep an old map until the next change; True when it was repaired."""
+        doc = self.backend.mirror.read(queue.name)
+        if doc is not None and Queue.model_validate_json(doc).version >= queue.version:
+            return False
+        self.backend.mirror.write(queue.name, queue.model_dump_json())
+        return True
 
     def _new_shard(self, shard_id: int, now: int) -> Shard:
         return Shard(id=shard_id, table=shard_id % len(self.backend.shard_tables), created_ms=now)

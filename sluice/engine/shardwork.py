@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sluice import errors
+from sluice import errors, faults
 from sluice.adapters.dynamo import ConditionFailed, batch_delete
 from sluice.engine import keys
 from sluice.engine.backend import Backend
@@ -144,6 +144,7 @@ class ShardWorker:
         ref = None
         if scan.records:
             ref = write_segment(self.backend, queue, shard.id, scan.records, flushed, end - 1, level=0)
+            faults.crash_point(faults.SEGMENT_AFTER_UPLOAD)
             if not put_index(self.backend, ref):
                 return 0  # another worker flushed this range
         try:

@@ -97,7 +97,7 @@ def test_stop_detaches(settings, raw_client):
 
 
 def test_crash_points_are_named_and_armed_one_at_a_time():
-    assert len(set(faults.CRASH_POINTS)) == 4
+    assert len(set(faults.CRASH_POINTS)) == len(faults.CRASH_POINTS) == 5
     faults.crash_point(faults.SEGMENT_AFTER_UPLOAD)  # not armed: nothing happens
     with faults.armed(faults.SEGMENT_AFTER_UPLOAD), pytest.raises(faults.InjectedCrash):
         faults.crash_point(faults.SEGMENT_AFTER_UPLOAD)
@@ -108,3 +108,33 @@ def _msg(i):
     from sluice.models import OutgoingMessage
 
     return OutgoingMessage(body=f'{{"i":{i}}}'.encode())
+
+
+def test_a_map_written_but_not_mirrored_is_repaired_and_brokers_still_publish(engine, queue_name):
+    """Crash between the coordinator's map write and the SSM mirror: brokers keep publishing (a sealed
+    head sends them to the control item) and the next coordinator pass repairs the mirror."""
+    from sluice.engine import keys
+
+    queue = engine.queues.create(queue_name)
+
+    def add_and_seal(q):
+        return q.model_copy(
+            update={
+                "shards": [
+                    q.shards[0].model_copy(update={"state": "sealed"}),
+                    q.shards[0].model_copy(update={"id": 1}),
+                ],
+                "next_shard_id": 2,
+            }
+        )
+
+    with faults.armed(faults.COORDINATOR_AFTER_MAP_WRITE), pytest.raises(faults.InjectedCrash):
+        engine.queues.modify(queue_name, add_and_seal, fence=1)
+    table = engine.backend.table_for(queue.shards[0])
+    table.update(keys.shard_pk(queue, 0), keys.HEAD_SK, "SET sealed = :t", values={":t": True})
+    from sluice.models import OutgoingMessage
+
+    assert engine.publisher.publish(queue_name, [OutgoingMessage(body=b"1")]).shard == 1
+    current = engine.queues.get(queue_name)
+    assert engine.queues.repair_mirror(current) is True
+    assert engine.queues.repair_mirror(current) is False

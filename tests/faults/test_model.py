@@ -191,6 +191,10 @@ def test_queue_semantics_match_the_model(settings_fixture_alias):
 
 
 @pytest.fixture
-def settings_fixture_alias(settings, clock):
-    """(provisioned settings, the fake clock) — `settings` clashes with hypothesis' name here."""
-    return settings, clock
+def settings_fixture_alias(aws, clock):
+    """(settings, the fake clock) on tables of its own: moto's Query scans the whole table, so a
+    thousand examples stay fast only away from the rest of the suite's data. (`settings` clashes
+    with hypothesis' name here.)"""
+    from sluice.local.provision import provision
+
+    return provision(None, "model"), clock

@@ -39,11 +39,24 @@ def _hot_items(engine, queue) -> list[dict]:
     return list(table.query(keys.shard_pk(queue, shard.id), sk_prefix=keys.MSG_SK_PREFIX))
 
 
+@pytest.fixture(scope="module")
+def private_clocked(aws):
+    """The 10,000-record stream gets tables of its own: moto's Query scans the whole table, so these
+    items must not slow every later test that uses the session tables."""
+    from sluice.local.provision import provision
+    from sluice.service import Sluice
+    from tests.conftest import FakeClock
+
+    clock = FakeClock()
+    return Sluice.from_settings(provision(None, "streams10k"), clock=clock), clock
+
+
 @pytest.fixture
-def big_stream(clocked, clock, queue_name):
+def big_stream(private_clocked, queue_name):
     """10,000 records on a one-shard bottomless queue: 9,900 flushed in 4 flushes and compacted once,
     100 still only in the hot tier (each hot page costs 2 moto calls; the S3 part is cached).
     Returns (queue name, a time between records 4,999 and 5,000)."""
+    clocked, clock = private_clocked
     clocked.queues.create(queue_name, {"bottomless": True})
     worker = clocked.shard_worker
     queue = clocked.queues.get(queue_name)
@@ -64,11 +77,12 @@ def big_stream(clocked, clock, queue_name):
     return queue_name, split_ms
 
 
-def test_ten_thousand_records_through_flushes_compaction_and_ttl(clocked, clock, big_stream):
+def test_ten_thousand_records_through_flushes_compaction_and_ttl(private_clocked, big_stream):
     """Every record once and in order from `-` at limits 1, 7 and 1000 across segments and the hot
     tier; a time prefix returns exactly what came after it; once the hot tier expired (forced), a
     reader with cold caches gets everything from S3. One test: the 10,000 records are built once."""
     queue_name, split_ms = big_stream
+    clocked, clock = private_clocked
     queue = clocked.queues.get(queue_name)
     refs = list_segments(clocked.backend, queue, 0)
     assert [(r.first, r.last, r.level) for r in refs] == [(0, 9899, 1)]  # 4 level-0 flushes merged
@@ -199,3 +213,17 @@ def test_only_new_records_without_an_offset_and_cursors_over_shards(clocked, que
     assert sorted(got) == list(range(2, 12))
     with pytest.raises(errors.InvalidOffset):
         clocked.reader.read(queue_name, parse_position(offsets.encode(0, 1)), limit=3)
+
+
+def test_a_crash_between_segment_upload_and_index_commit_loses_nothing(clocked, queue_name):
+    clocked.queues.create(queue_name, {"bottomless": True})
+    clocked.publisher.publish(queue_name, _msgs(0, 50))
+    queue = clocked.queues.get(queue_name)
+    shard = queue.shards[0]
+    with faults.armed(faults.SEGMENT_AFTER_UPLOAD), pytest.raises(faults.InjectedCrash):
+        clocked.shard_worker.flush(queue, shard)
+    assert list_segments(clocked.backend, queue, 0) == []  # uploaded, never indexed: readers ignore it
+    assert _read_all(clocked, queue_name, 7) == list(range(50))  # still served from the hot tier
+    assert clocked.shard_worker.flush(queue, shard) > 0  # the next flush writes the same key again
+    assert [(r.first, r.last) for r in list_segments(clocked.backend, queue, 0)] == [(0, 49)]
+    assert _read_all(clocked, queue_name, 7) == list(range(50))

@@ -24,11 +24,21 @@ def test_committed_openapi_document_is_up_to_date():
 def test_every_route_is_documented_with_its_scopes():
     from sluice.constants import ROUTES
 
+    # No body, or (Durable Streams) a raw body the handler parses itself to answer in that face's shape.
+    bodiless = {
+        "/v1/queues/{queue_name}/purge",
+        "/v1/queues/{queue_name}/pause",
+        "/v1/queues/{queue_name}/resume",
+        openapi.STREAMS_OPENAPI_PATH,
+    }
     doc = openapi.build()
     for route in ROUTES:
-        operation = doc["paths"][route.path][route.method.lower()]
+        if route.method == "ANY":  # the catch-all that answers 405 is not an operation
+            continue
+        path = route.path.replace("{name+}", "{name}")
+        operation = doc["paths"][path][route.method.lower()]
         assert operation["x-sluice-scopes"] == list(route.scopes)
-        assert "requestBody" in operation or route.method in ("GET", "DELETE")
+        assert "requestBody" in operation or route.method in ("GET", "DELETE") or path in bodiless
 
 
 @pytest.fixture(scope="module")
