@@ -257,31 +257,6 @@ def batch_get_across(
     return found
 
 
-def put_all_absent(table: Table, items: Sequence[Mapping[str, Any]]) -> bool:
-    """Put up to 100 items atomically, each only if absent. False when any of them already existed.
-
-    Used off the hot path only (gap repair): transactions cost double and moto copies tables for them.
-    """
-    actions = [
-        {
-            "Put": {
-                "TableName": table.name,
-                "Item": serialize(item),
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }
-        }
-        for item in items
-    ]
-    try:
-        with aws.translated("DynamoDB"):
-            table._client.transact_write_items(TransactItems=actions)
-    except ClientError as exc:
-        if aws.error_code(exc) == "TransactionCanceledException":
-            return False
-        raise
-    return True
-
-
 def batch_delete(table: Table, keys: Sequence[tuple[str, str]]) -> None:
     """Delete items by key, 25 per BatchWriteItem, retrying unprocessed ones (TTL sweeps, cleanup)."""
     for start in range(0, len(keys), 25):

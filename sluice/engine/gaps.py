@@ -9,7 +9,7 @@ simply re-reads and finds the tombstones.
 
 from __future__ import annotations
 
-from sluice.adapters.dynamo import Table, put_all_absent
+from sluice.adapters.dynamo import ConditionFailed, Table
 from sluice.engine import keys
 
 GAP_WAIT_MS = 15_000  # a sequence allocated this long ago and never written is sealed as a gap
@@ -25,16 +25,20 @@ def gap_is_stale(now_ms: int, evidence_ts_ms: int) -> bool:
 def seal_gap(table: Table, pk: str, start: int, end: int, now_ms: int) -> bool:
     """Tombstone every sequence in [start, end): a late writer's put at any of them then fails.
 
-    Each sequence gets its own tombstone because allocation boundaries are unknown to readers.
-    One TransactWriteItems per 100 sequences (off the hot path). False when a slot was taken first
-    (a late write landed, or another reader sealed it): the caller re-reads.
+    Each sequence gets its own tombstone because allocation boundaries are unknown to readers. They
+    are put one by one in sequence order, each with `attribute_not_exists`; no transaction is needed:
+    if the put at `s` finds an item, no item starts in [start, s) (those puts succeeded), so the
+    tombstones already written cover only sequences no writer can claim any more. False when a slot
+    was taken first (a late write landed, or another reader sealed it): the caller re-reads.
+    (Transactions cost twice the write units, and moto copies every table for each one.)
     """
     ttl = now_ms // 1000 + TOMBSTONE_TTL_SECONDS
-    for lo in range(start, end, 100):
-        tombstones = [
-            {"pk": pk, "sk": keys.msg_sk(seq), "n": 1, "ts": 0, "gap": True, "exp": ttl}
-            for seq in range(lo, min(end, lo + 100))
-        ]
-        if not put_all_absent(table, tombstones):
+    for seq in range(start, end):
+        try:
+            table.put(
+                {"pk": pk, "sk": keys.msg_sk(seq), "n": 1, "ts": 0, "gap": True, "exp": ttl},
+                condition="attribute_not_exists(pk)",
+            )
+        except ConditionFailed:
             return False
     return True
