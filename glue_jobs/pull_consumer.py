@@ -2,7 +2,7 @@
 
 Runs on Glue 5 / EMR 7 (Spark 3.5) and Glue 6 / EMR 8 (Spark 4.x), and locally:
     python glue_jobs/pull_consumer.py --url http://127.0.0.1:8787 --token T --queue orders \
-        --output /tmp/orders [--master local[2]]
+        --output ./out/orders [--master local[2]]
 
 Arguments (`--key value`; Glue passes them the same way):
   --url                  API base URL (required)
