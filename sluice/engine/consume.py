@@ -206,6 +206,7 @@ class Consumer:
         # Query pages are paid by the size of every item read, so read as few batch items as the batch
         # needs: one first, then as many as the messages per item seen so far say are missing.
         limit, seen_items, seen_messages = 1, 0, 0
+        reached_end = False  # a fresh Query showed nothing past the read level: only then seal the tail
         for _ in range(_QUERIES_PER_PULL):
             if state.read >= view.head_next or len(out) >= want or len(state.pending) >= MAX_PENDING:
                 break
@@ -213,9 +214,14 @@ class Consumer:
             if seen_items:
                 per_item = max(1, seen_messages // seen_items)
                 limit = min(_ITEMS_PER_QUERY, max(2 * limit, -(-(want - len(out)) // per_item)))
-            # Items read by an attempt that lost the state race are reused (batch items never change).
+            # Items read by an attempt that lost the state race are reused (batch items never change) —
+            # but only if they start where the state does: the winner may have read items written after
+            # ours were fetched, and a read level inside an item we never saw must not look like a gap
+            # (sealing there would tombstone sequences of a real item).
             items = [it for it in fetched if keys.seq_of(it["sk"]) + it["n"] > state.read]
-            if not items:
+            at_boundary = state.read == state.read_item
+            queried = not items or not (at_boundary or keys.seq_of(items[0]["sk"]) <= state.read_item)
+            if queried:
                 items = list(
                     view.table.query(
                         view.pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=limit
@@ -262,10 +268,13 @@ class Consumer:
                     state.pending[seq] = entry
                     out.append(self._delivery(queue, view, group, seq, entry, {first: (item["ts"], stored)}))
                 state.read_item = first + count
+            if queried and len(items) < limit:
+                reached_end = True  # every item there was is read: the read level is an item boundary
+                break
             if state.read == read_before:
                 break  # nothing written past the read level yet
         # A tail allocated long ago and never written: seal it so readers move on.
-        tail_stalled = state.read < view.head_next and now - view.head_ts >= GAP_WAIT_MS
+        tail_stalled = reached_end and state.read < view.head_next and now - view.head_ts >= GAP_WAIT_MS
         if tail_stalled and self._seal_gap(view, state.read, view.head_next):
             state.read = state.read_item = view.head_next
             view.dirty = True

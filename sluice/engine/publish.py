@@ -264,14 +264,16 @@ class Publisher:
 
 
 def _pack(first_seq: int, stored: Sequence[StoredMessage]) -> list[tuple[int, list[StoredMessage]]]:
-    """Split into items under ITEM_BYTES, each keyed by its first sequence."""
+    """Split into items under ITEM_BYTES and of at most MAX_BATCH_MESSAGES messages, each keyed by its
+    first sequence. Readers rely on the count bound: the item holding sequence s starts at or after
+    s - 99, so a reader positioned inside an item always finds it (and never mistakes it for a gap)."""
     chunks: list[tuple[int, list[StoredMessage]]] = []
     current: list[StoredMessage] = []
     size = 0
     start = first_seq
     for index, msg in enumerate(stored):
         msg_size = encoded_size(msg)
-        if current and size + msg_size > ITEM_BYTES:
+        if current and (size + msg_size > ITEM_BYTES or len(current) >= MAX_BATCH_MESSAGES):
             chunks.append((start, current))
             start, current, size = first_seq + index, [], 0
         current.append(msg)
