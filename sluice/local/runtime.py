@@ -93,6 +93,9 @@ class LocalRuntime:
             **self.settings.to_env(),
             c.ENV_POWERTOOLS_SERVICE_NAME: c.SERVICE_NAME,
             "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
+            # EMF lines have no CloudWatch to go to here and would mix into `sluice local`'s stdout,
+            # which carries only the ready line; POWERTOOLS_METRICS_DISABLED=false shows them.
+            "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED", "true"),
             c.ENV_POWERTOOLS_METRICS_NAMESPACE: c.METRICS_NAMESPACE,
             # The coordinator starts functions through the Lambda Invoke API this runtime serves.
             c.ENV_LAMBDA_ENDPOINT_URL: self.url,
