@@ -120,7 +120,9 @@ def measure() -> dict[str, Any]:
     from sluice.service import Sluice
 
     token = "bench-" + uuid.uuid4().hex
-    runtime = LocalRuntime(port=0, admin_token=token, timers=(), concurrency={"consumer": 1})
+    runtime = LocalRuntime(
+        port=0, admin_token=token, run_schedules=False, ttl_sweep_seconds=None, concurrency={"consumer": 1}
+    )
     runtime.start()
     try:
         clock = _Clock()

@@ -44,7 +44,9 @@ def cmd_local(args: argparse.Namespace) -> None:
 
         admin_token = "sluice_local_" + secrets.token_urlsafe(16)
         print(f"admin token: {admin_token}", file=sys.stderr, flush=True)
-    runtime = LocalRuntime(host=args.host, port=args.port, admin_token=admin_token)
+    runtime = LocalRuntime(
+        host=args.host, port=args.port, admin_token=admin_token, time_scale=args.time_scale
+    )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -205,6 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--host", default="127.0.0.1")
     local.add_argument("--port", type=int, default=8787, help="0 picks a free port")
     local.add_argument("--admin-token", help=f"admin token to register (env {c.ENV_ADMIN_TOKEN})")
+    local.add_argument(
+        "--time-scale",
+        type=float,
+        default=float(os.environ.get(c.ENV_LOCAL_TIME_SCALE) or 1),
+        help="run the stack's schedules (coordinator rule, tick, shard flush/maintenance) this many times "
+        f"faster, with the same events (env {c.ENV_LOCAL_TIME_SCALE}; default 1, the deployed rates)",
+    )
     local.set_defaults(func=cmd_local)
 
     token = sub.add_parser("token", help="create, list and revoke API tokens")

@@ -25,6 +25,8 @@ ENV_SHARD_FUNCTION: Final = "SLUICE_SHARD_FUNCTION"  # flush/compaction work sta
 # Coordinator tuning (docs/design.md "Coordinator"); all optional, defaults in sluice/engine/coordinator.py.
 ENV_COORDINATOR_LOOP_SECONDS: Final = "SLUICE_COORDINATOR_LOOP_SECONDS"  # keep deciding this long per run
 ENV_COORDINATOR_PERIOD_SECONDS: Final = "SLUICE_COORDINATOR_PERIOD_SECONDS"  # between passes in a run
+ENV_SHARD_FLUSH_SECONDS: Final = "SLUICE_SHARD_FLUSH_SECONDS"  # new records are flushed this often
+ENV_SHARD_MAINTENANCE_SECONDS: Final = "SLUICE_SHARD_MAINTENANCE_SECONDS"  # compaction + retention sweep
 ENV_COORDINATOR_LEASE_SECONDS: Final = "SLUICE_COORDINATOR_LEASE_SECONDS"
 ENV_SHARD_WCU_CEILING: Final = "SLUICE_SHARD_WCU_CEILING"  # write units/s one shard may take (1000)
 ENV_SCALE_DOWN_AFTER_SECONDS: Final = "SLUICE_SCALE_DOWN_AFTER_SECONDS"
@@ -72,7 +74,20 @@ FUNCTION_HANDLERS: Final = {
     FN_SHARD: "lambdas.shard.handler.lambda_handler",
     FN_COORDINATOR: "lambdas.coordinator.handler.lambda_handler",
 }
-COORDINATOR_SCHEDULE_MINUTES: Final = 1
+COORDINATOR_SCHEDULE_MINUTES: Final = 1  # the EventBridge rule; the coordinator loops inside each run
+# Schedule knobs (CDK context of the same name, lower case): seconds. The stack sets them on the
+# coordinator; `sluice local` reads them back from the template (divided by its time scale).
+DEFAULT_COORDINATOR_TICK_SECONDS: Final = 5.0  # between coordinator passes inside one scheduled run
+DEFAULT_SHARD_FLUSH_SECONDS: Final = 60.0
+DEFAULT_SHARD_MAINTENANCE_SECONDS: Final = 60.0
+SCHEDULE_ENV: Final = (
+    ENV_COORDINATOR_PERIOD_SECONDS,
+    ENV_COORDINATOR_LOOP_SECONDS,
+    ENV_SHARD_FLUSH_SECONDS,
+    ENV_SHARD_MAINTENANCE_SECONDS,
+)
+# `sluice local --time-scale N` (or this variable): run every schedule N times faster, same events.
+ENV_LOCAL_TIME_SCALE: Final = "SLUICE_LOCAL_TIME_SCALE"
 
 
 # --- HTTP routes -----------------------------------------------------------------------------------------

@@ -32,6 +32,11 @@ class SluiceConfig:
     # `powertools_version` ("" = the aws-lambda-powertools version pinned in pyproject.toml).
     powertools_layer_arn: str = ""
     powertools_version: str = ""
+    # Schedules (seconds; stacks/schedule.py): coordinator passes inside each one-minute run, and the
+    # cadence of shard flushes and of compaction/retention sweeps.
+    coordinator_tick_seconds: float = c.DEFAULT_COORDINATOR_TICK_SECONDS
+    shard_flush_seconds: float = c.DEFAULT_SHARD_FLUSH_SECONDS
+    shard_maintenance_seconds: float = c.DEFAULT_SHARD_MAINTENANCE_SECONDS
 
     @classmethod
     def from_node(cls, node: Node) -> SluiceConfig:
@@ -53,6 +58,10 @@ class SluiceConfig:
             raise ValueError("shard_table_count must be 1..64")
         if self.log_retention_days <= 0:
             raise ValueError("log_retention_days must be positive")
+        if not 1 <= self.coordinator_tick_seconds <= c.COORDINATOR_SCHEDULE_MINUTES * 60 / 2:
+            raise ValueError("coordinator_tick_seconds must be 1..half the schedule's period")
+        if self.shard_flush_seconds <= 0 or self.shard_maintenance_seconds <= 0:
+            raise ValueError("shard_flush_seconds and shard_maintenance_seconds must be positive")
 
     def to_context(self) -> dict[str, Any]:
         return asdict(self)

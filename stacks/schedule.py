@@ -1,5 +1,12 @@
-"""The coordinator's EventBridge schedule. The shard function has no trigger of its own: the coordinator
-invokes it (flush, compaction, gap repair) and the consumer function (push delivery) directly."""
+"""The coordinator's EventBridge schedule and cadence. The shard function has no trigger of its own: the
+coordinator invokes it (flush, compaction, retention; gap sealing happens during flushes) and the
+consumer function (push delivery) directly.
+
+The rule fires every `COORDINATOR_SCHEDULE_MINUTES` with a `CoordinatorEvent` as its input (built from
+the model the handler parses); each run loops every `tick_seconds` for the rule's period minus one tick,
+so the coordinator decides every few seconds. `sluice local` reads this rule and these variables back
+from the template (`sluice.local.template.schedules_from_template`).
+"""
 
 from __future__ import annotations
 
@@ -10,21 +17,50 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from sluice import constants as c
+from sluice.events import CoordinatorEvent
+
+
+def cadence_environment(
+    tick_seconds: float, flush_seconds: float, maintenance_seconds: float
+) -> dict[str, str]:
+    """The coordinator's schedule variables (`constants.SCHEDULE_ENV`), read by `CoordinatorConfig`."""
+    period = c.COORDINATOR_SCHEDULE_MINUTES * 60
+    return {
+        c.ENV_COORDINATOR_PERIOD_SECONDS: f"{tick_seconds:g}",
+        c.ENV_COORDINATOR_LOOP_SECONDS: f"{period - tick_seconds:g}",
+        c.ENV_SHARD_FLUSH_SECONDS: f"{flush_seconds:g}",
+        c.ENV_SHARD_MAINTENANCE_SECONDS: f"{maintenance_seconds:g}",
+    }
 
 
 class CoordinatorSchedule(Construct):
     def __init__(
-        self, scope: Construct, construct_id: str, *, stage: str, coordinator: lambda_.IFunction
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        coordinator: lambda_.Function,
+        tick_seconds: float = c.DEFAULT_COORDINATOR_TICK_SECONDS,
+        flush_seconds: float = c.DEFAULT_SHARD_FLUSH_SECONDS,
+        maintenance_seconds: float = c.DEFAULT_SHARD_MAINTENANCE_SECONDS,
     ) -> None:
         super().__init__(scope, construct_id)
+        for name, value in cadence_environment(tick_seconds, flush_seconds, maintenance_seconds).items():
+            coordinator.add_environment(name, value)
         self.rule = events.Rule(
             self,
             "Rule",
             rule_name=f"sluice-{stage}-coordinator",
-            description="Runs the Sluice coordinator (scaling, sealing, shard-map publish, retention)",
+            description="Runs the Sluice coordinator (scaling, sealing, shard-map publish, shard work)",
             schedule=events.Schedule.rate(Duration.minutes(c.COORDINATOR_SCHEDULE_MINUTES)),
             # A missed tick is harmless (the next one catches up); retrying would overlap the next run.
             targets=[
-                targets.LambdaFunction(coordinator, retry_attempts=0, max_event_age=Duration.minutes(1))
+                targets.LambdaFunction(
+                    coordinator,
+                    event=events.RuleTargetInput.from_object(CoordinatorEvent().to_payload()),
+                    retry_attempts=0,
+                    max_event_age=Duration.minutes(1),
+                )
             ],
         )

@@ -71,7 +71,15 @@ class SluiceStack(Stack):
             throttle_burst=config.api_throttle_burst,
             log_retention_days=config.log_retention_days,
         )
-        self.schedule = CoordinatorSchedule(self, "Schedule", stage=config.stage, coordinator=coordinator)
+        self.schedule = CoordinatorSchedule(
+            self,
+            "Schedule",
+            stage=config.stage,
+            coordinator=coordinator,
+            tick_seconds=config.coordinator_tick_seconds,
+            flush_seconds=config.shard_flush_seconds,
+            maintenance_seconds=config.shard_maintenance_seconds,
+        )
         self.glue = GlueJobs(self, "Glue", stage=config.stage, storage=self.storage, api_url=self.http.url)
         self.monitoring = Monitoring(
             self,

@@ -13,5 +13,5 @@ http_handler = make_handler(app, FN_CONSUMER)
 def lambda_handler(event: dict[str, Any], context: Any) -> Any:
     """Dispatch on the event's shape: a push-worker event from the coordinator, else HTTP."""
     if isinstance(event, dict) and "push" in event:
-        return push.handle(event["push"], context)
+        return push.handle(event, context)
     return http_handler(event, context)

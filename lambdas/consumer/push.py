@@ -1,4 +1,4 @@
-"""Push delivery: the coordinator starts this function with `{"push": {"queue", "consumer_id", "slot"}}`."""
+"""Push delivery: the coordinator starts this function with a `sluice.events.PushWorkerEvent`."""
 
 from __future__ import annotations
 
@@ -7,22 +7,25 @@ from dataclasses import asdict
 from typing import Any
 
 from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.parser import parse
 
 from lambdas.common.runtime import service
 from sluice import constants as c
 from sluice.adapters.targets import target_for
 from sluice.engine.push import run_worker
+from sluice.events import PushWorkerEvent
 
 logger = Logger(child=True)
 
 
-def handle(spec: dict[str, Any], context: Any) -> dict[str, Any]:
+def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    spec = parse(event=event, model=PushWorkerEvent).push
     allow_local = os.environ.get(c.ENV_ALLOW_LOCAL_WEBHOOKS) == "1"
     report = run_worker(
         service(),
-        str(spec["queue"]),
-        str(spec["consumer_id"]),
-        int(spec.get("slot", 0)),
+        spec.queue,
+        spec.consumer_id,
+        spec.slot,
         lambda consumer: target_for(consumer, allow_local=allow_local),
         context.get_remaining_time_in_millis,
     )

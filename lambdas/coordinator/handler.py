@@ -1,13 +1,14 @@
 """The coordinator: EventBridge schedule → scaling, sealing, shard-map publish, push workers, shard work.
 
-Event (all optional): `{"loop_seconds": 50, "period_seconds": 10}` — keep deciding every period for
-that long inside one invocation (finer control than the one-minute schedule); defaults come from
-`SLUICE_COORDINATOR_LOOP_SECONDS` / `SLUICE_COORDINATOR_PERIOD_SECONDS`. Metrics go out as EMF.
+The schedule fires every `COORDINATOR_SCHEDULE_MINUTES` with a `sluice.events.CoordinatorEvent`; each
+run keeps deciding every `SLUICE_COORDINATOR_PERIOD_SECONDS` (the tick, CDK context
+`coordinator_tick_seconds`) for `SLUICE_COORDINATOR_LOOP_SECONDS` (the rule's period minus one tick), and
+always stops `SAFETY_SECONDS` before the function's timeout: scaling reacts within a tick, not a minute.
+The event may override both (manual invocations). Metrics go out as EMF.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict
 from functools import lru_cache
 from typing import Any
@@ -15,12 +16,14 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.common.invoke import LambdaInvoker
 from lambdas.common.runtime import service
 from sluice import constants as c
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig, RunReport
+from sluice.events import CoordinatorEvent
 
 logger = Logger(service=c.SERVICE_NAME)
 metrics = Metrics(namespace=c.METRICS_NAMESPACE, service=c.SERVICE_NAME)
@@ -62,16 +65,20 @@ def emit_metrics(report: RunReport) -> None:
     )
 
 
+def loop_seconds(event: CoordinatorEvent, config: CoordinatorConfig, remaining_ms: int) -> float:
+    """How long this run keeps passing: the event's override or the configured loop, ending
+    `SAFETY_SECONDS` before the timeout (never negative: one pass at least)."""
+    wanted = config.loop_s if event.loop_seconds is None else event.loop_seconds
+    return max(0.0, min(wanted, remaining_ms / 1000 - SAFETY_SECONDS))
+
+
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    event = event or {}
+@event_parser(model=CoordinatorEvent)
+def lambda_handler(event: CoordinatorEvent, context: LambdaContext) -> dict[str, Any]:
     coord = coordinator()
-    if event.get("period_seconds") is not None:
-        coord.config.period_s = float(event["period_seconds"])
-    loop = float(event.get("loop_seconds", os.environ.get(c.ENV_COORDINATOR_LOOP_SECONDS) or 0))
-    loop = max(0.0, min(loop, context.get_remaining_time_in_millis() / 1000 - SAFETY_SECONDS))
-    reports = coord.run(loop)
+    loop = loop_seconds(event, coord.config, context.get_remaining_time_in_millis())
+    reports = coord.run(loop, period_s=event.period_seconds)
     for report in reports:
         emit_metrics(report)
         if report.acted:

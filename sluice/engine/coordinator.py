@@ -3,7 +3,8 @@
 A pass, per queue: read every readable shard's HEAD and each group's state item (BatchGetItem), turn
 the counters into rates against the snapshot of the previous pass, ask the pure policy
 (`sluice.engine.scaling.decide`) what to do, publish the new map with a fenced conditional write, seal
-the HEAD items of sealed shards, start push workers and shard work (flush, retention).
+the HEAD items of sealed shards, start push workers and send the shard work that
+`sluice.engine.workplan.plan` decides (flush, compaction, retention; the same policy in AWS and locally).
 
 Fencing: the lease item holds a token that grows with every new holder. Every map write carries it
 (`QueueRegistry.modify(fence=token)`, condition `fence <= :f`), and a coordinator that took over an
@@ -32,6 +33,8 @@ from sluice.engine import keys
 from sluice.engine.groupstate import GroupState
 from sluice.engine.push import ConsumerStore, PushConsumer, worker_count
 from sluice.engine.scaling import Decision, QueueObservation, ScalingPolicy, ShardObservation, decide
+from sluice.engine.workplan import ShardHead, ShardWorkPolicy, plan
+from sluice.events import PushWorker, PushWorkerEvent, ShardWorkEvent
 from sluice.models import Queue, Shard
 from sluice.service import Sluice
 
@@ -51,12 +54,13 @@ class Invoker(Protocol):
 @dataclass
 class CoordinatorConfig:
     policy: ScalingPolicy = field(default_factory=ScalingPolicy)
+    work: ShardWorkPolicy = field(default_factory=ShardWorkPolicy)
     lease_ms: int = 60_000
-    period_s: float = 10.0
+    period_s: float = c.DEFAULT_COORDINATOR_TICK_SECONDS  # between passes of one run
+    loop_s: float = 0.0  # how long one scheduled run keeps passing (the stack sets rule period - tick)
     shard_function: str | None = None
     consumer_function: str | None = None
     push_batches_per_worker: int = 4  # k in workers = min(max_concurrency, ceil(backlog / batch / k))
-    retention_every_ms: int = 60_000
     lease_name: str = "LEASE"
     queues: list[str] | None = None  # only these queues (tests); None: every queue
 
@@ -69,19 +73,28 @@ class CoordinatorConfig:
         if env.get(c.ENV_SCALE_DOWN_AFTER_SECONDS):
             ms = int(float(env[c.ENV_SCALE_DOWN_AFTER_SECONDS]) * 1000)
             policy = _replace(policy, scale_down_after_ms=ms)
+        work = ShardWorkPolicy()
+        if env.get(c.ENV_SHARD_FLUSH_SECONDS):
+            work = _replace(work, flush_every_ms=int(float(env[c.ENV_SHARD_FLUSH_SECONDS]) * 1000))
+        if env.get(c.ENV_SHARD_MAINTENANCE_SECONDS):
+            ms = int(float(env[c.ENV_SHARD_MAINTENANCE_SECONDS]) * 1000)
+            work = _replace(work, maintenance_every_ms=ms)
         config = cls(
             policy=policy,
+            work=work,
             shard_function=env.get(c.ENV_SHARD_FUNCTION) or None,
             consumer_function=env.get(c.ENV_CONSUMER_FUNCTION) or None,
         )
         if env.get(c.ENV_COORDINATOR_PERIOD_SECONDS):
             config.period_s = float(env[c.ENV_COORDINATOR_PERIOD_SECONDS])
+        if env.get(c.ENV_COORDINATOR_LOOP_SECONDS):
+            config.loop_s = float(env[c.ENV_COORDINATOR_LOOP_SECONDS])
         if env.get(c.ENV_COORDINATOR_LEASE_SECONDS):
             config.lease_ms = int(float(env[c.ENV_COORDINATOR_LEASE_SECONDS]) * 1000)
         return config
 
 
-def _replace(policy: ScalingPolicy, **changes: Any) -> ScalingPolicy:
+def _replace(policy: Any, **changes: Any) -> Any:
     from dataclasses import replace
 
     return replace(policy, **changes)
@@ -188,6 +201,7 @@ class QueueReport:
     sealed: list[int] = field(default_factory=list)
     retired: list[int] = field(default_factory=list)
     push_workers_started: int = 0
+    shard_work: list[dict[str, Any]] = field(default_factory=list)  # ShardWorkEvent payloads sent
     reason: str = ""
 
     @property
@@ -236,8 +250,12 @@ class Coordinator:
 
     # -- entry points --
 
-    def run(self, loop_seconds: float = 0.0, sleep: Any = time.sleep) -> list[RunReport]:
-        """Passes every `period_s` for `loop_seconds` (one pass when 0); the lease is released at the end."""
+    def run(
+        self, loop_seconds: float = 0.0, sleep: Any = time.sleep, period_s: float | None = None
+    ) -> list[RunReport]:
+        """Passes every `period_s` (default: the config's tick) for `loop_seconds` (one pass when 0);
+        the lease is released at the end."""
+        period = self.config.period_s if period_s is None else period_s
         reports = []
         deadline = time.monotonic() + loop_seconds
         try:
@@ -247,7 +265,7 @@ class Coordinator:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                sleep(min(left, max(0.0, self.config.period_s - (time.monotonic() - started))))
+                sleep(min(left, max(0.0, period - (time.monotonic() - started))))
         finally:
             self.lease.release()
         return reports
@@ -342,11 +360,15 @@ class Coordinator:
         if decision.changes_map:
             queue = self._apply(queue, decision, token, report)
         self._seal_heads(queue, reads)
+        work = self._plan_shard_work(queue, reads, state, now)  # marks its cadence in `state`
         self._save_state(queue, now, counts, decision.low_since_ms, state)
         report.open_shards = len(queue.open_shards)
         report.sealed_shards = sum(1 for s in queue.shards if s.state == "sealed")
         report.push_workers_started = self._start_push_workers(queue, reads, now)
-        self._trigger_shard_work(queue, shard_obs, state, now)
+        report.shard_work = [event.to_payload() for event in work]
+        if self.invoker is not None and self.config.shard_function:
+            for payload in report.shard_work:
+                self.invoker.invoke_async(self.config.shard_function, payload)
         if decision.changes_map:
             log.info(
                 "queue %s: +%d shards, sealed %s, retired %s (%s)",
@@ -541,38 +563,24 @@ class Coordinator:
             for slot in range(want):
                 if slot in held:
                     continue
-                self.invoker.invoke_async(
-                    self.config.consumer_function,
-                    {"push": {"queue": queue.name, "consumer_id": consumer.id, "slot": slot}},
-                )
+                event = PushWorkerEvent(push=PushWorker(queue=queue.name, consumer_id=consumer.id, slot=slot))
+                self.invoker.invoke_async(self.config.consumer_function, event.to_payload())
                 started += 1
         return started
 
-    def _trigger_shard_work(
-        self, queue: Queue, shard_obs: list[ShardObservation], state: dict[str, Any], now: int
-    ) -> None:
-        """Flush work for bottomless queues (shards that took writes, sealed shards not yet flushed), and
-        retention every `retention_every_ms`. The shard function decides what is worth a segment."""
+    def _plan_shard_work(
+        self, queue: Queue, reads: list[_ShardRead], state: dict[str, Any], now: int
+    ) -> list[ShardWorkEvent]:
+        """The shard-work policy's events for this pass (none when no shard function is wired)."""
         if self.invoker is None or not self.config.shard_function:
-            return
-        if queue.settings.bottomless:
-            ids = [s.id for s in shard_obs if s.messages_per_s > 0 or (s.state == "sealed" and not s.flushed)]
-            if ids:
-                self.invoker.invoke_async(
-                    self.config.shard_function, {"action": "flush", "queue": queue.name, "shards": ids}
-                )
-        if now - int(state.get("ret", 0)) >= self.config.retention_every_ms:
-            self.invoker.invoke_async(
-                self.config.shard_function, {"action": "retention", "queue": queue.name}
-            )
-            state["ret"] = now
-            self.backend.control.update(
-                COORDINATOR_PK,
-                STATE_SK_PREFIX + queue.name,
-                "SET #d = :d",
-                names={"#d": "doc"},
-                values={":d": json.dumps(state, separators=(",", ":"))},
-            )
+            return []
+        states = {s.id: s.state for s in queue.shards}
+        heads = [
+            ShardHead.of(r.shard.id, states.get(r.shard.id, r.shard.state), r.head)
+            for r in reads
+            if states.get(r.shard.id) in ("open", "sealed")
+        ]
+        return plan(queue, heads, state, now, self.config.work)
 
 
 def _first_pass(obs: QueueObservation) -> Decision:

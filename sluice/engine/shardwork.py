@@ -86,31 +86,46 @@ class ShardWorker:
 
     # --- entry point ----------------------------------------------------------------------------------
 
-    def run(self, action: str = "all", queue: str | None = None) -> WorkReport:
-        """Do `action` on every shard of `queue`, or of every queue when None."""
-        if action not in ACTIONS:
-            raise errors.InvalidRequest(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
+    def run(
+        self,
+        actions: str | Iterable[str] = "all",
+        queue: str | None = None,
+        shards: Iterable[int] | None = None,
+    ) -> WorkReport:
+        """Do `actions` on the shards of `queue` (every queue when None) listed in `shards` (all when
+        None; ids no longer in the map are skipped). The shard function runs what the coordinator
+        sends (`sluice.events.ShardWorkEvent`); `sweep` is for `sluice local`'s TTL emulation."""
+        wanted = {actions} if isinstance(actions, str) else set(actions)
+        unknown = wanted - set(ACTIONS)
+        if unknown or not wanted:
+            raise errors.InvalidRequest(f"actions must be among {', '.join(ACTIONS)}, got {sorted(unknown)}")
+        if "all" in wanted:
+            wanted = set(ACTIONS) - {"all"}
+        only = None if shards is None else set(shards)
         report = WorkReport()
         for q in [self.registry.get(queue)] if queue else self._all_queues():
             for shard in q.shards:
+                if only is not None and shard.id not in only:
+                    continue
                 try:
-                    report.merge(self.work_shard(q, shard, action))
+                    report.merge(self.work_shard(q, shard, wanted))
                 except errors.SluiceError as exc:  # one shard's trouble must not stop the others
                     logger.warning("shard work failed on %s/%s: %s", q.name, shard.id, exc)
                     report.errors.append(f"{q.name}/{shard.id}: {exc}")
         return report
 
-    def work_shard(self, queue: Queue, shard: Shard, action: str = "all") -> WorkReport:
+    def work_shard(self, queue: Queue, shard: Shard, wanted: set[str]) -> WorkReport:
+        """Flush, compact, retention, sweep: in this order, those in `wanted`."""
         report = WorkReport(shards=1)
-        if action in ("flush", "all"):
+        if "flush" in wanted:
             while self.flush(queue, shard, report):
                 pass
-        if action in ("compact", "all"):
+        if "compact" in wanted:
             while self.compact(queue, shard, report):
                 pass
-        if action in ("retention", "all"):
+        if "retention" in wanted:
             report.expired_segments += self.apply_retention(queue, shard)
-        if action in ("sweep", "all"):
+        if "sweep" in wanted:
             report.swept_items += self.sweep(queue, shard)
         return report
 

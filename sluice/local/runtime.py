@@ -1,5 +1,10 @@
 """`sluice local`: an embedded moto server, the stack's resources on it, and the HTTP API served by the
-same Lambda handlers through API Gateway v2 events."""
+same Lambda handlers through API Gateway v2 events.
+
+Scheduled work is the template's: every EventBridge rule fires its target asynchronously, at its rate
+divided by `time_scale`, with the rule's own input; the coordinator's cadence variables come from the
+template too (divided alike). The one timer the stack does not define is DynamoDB's TTL deletion,
+which AWS does by itself and moto never does (`DYNAMODB_TTL_SWEEP_SECONDS`)."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import os
 import re
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -20,6 +26,8 @@ from moto.server import ThreadedMotoServer
 from sluice import constants as c
 from sluice.local import gateway, moto_patches
 from sluice.local.provision import provision
+from sluice.local.schedules import Schedule, schedule_environment, schedules_from_template
+from sluice.local.template import load_template
 from sluice.local.workers import FunctionPool
 from sluice.local.workers import invoke as invoke_in_process
 from sluice.service import Sluice
@@ -38,20 +46,9 @@ DEFAULT_CONCURRENCY = {c.FN_BROKER: 4, c.FN_CONSUMER: 6, c.FN_COORDINATOR: 1}
 # Asynchronous invocations (Lambda InvocationType=Event: push workers, shard work) run on separate
 # pools, so they never take the containers that serve HTTP requests.
 DEFAULT_ASYNC_CONCURRENCY = {c.FN_CONSUMER: 4, c.FN_SHARD: 1}
-COORDINATOR_INTERVAL_SECONDS = 5.0
-SHARD_WORK_INTERVAL_SECONDS = 5.0  # flush, compaction, retention and the TTL sweep moto lacks
-
-
-@dataclass(frozen=True)
-class Timer:
-    """Scheduled work in place of EventBridge: invoke `function` with `event` every `interval_seconds`."""
-
-    function: str
-    interval_seconds: float
-    event: dict[str, Any]
-
-
-DEFAULT_TIMERS = (Timer(c.FN_SHARD, SHARD_WORK_INTERVAL_SECONDS, {"action": "all"}),)
+# DynamoDB deletes items past their TTL by itself (AWS runs no function for it); moto never does, so
+# the runtime deletes them every this many seconds, in-process (`ShardWorker.sweep`).
+DYNAMODB_TTL_SWEEP_SECONDS = 5.0
 _INVOKE_PATH = re.compile(r"^/2015-03-31/functions/(?P<name>[^/]+)/invocations$")
 
 
@@ -69,9 +66,11 @@ class LocalRuntime:
     stage: str = "local"
     concurrency: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_CONCURRENCY))
     async_concurrency: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_ASYNC_CONCURRENCY))
-    coordinator_interval_seconds: float | None = COORDINATOR_INTERVAL_SECONDS  # None: no coordinator timer
-    # Scheduled work in place of EventBridge: (function, interval seconds, event).
-    timers: tuple[Timer, ...] = DEFAULT_TIMERS
+    # The template's schedules run `time_scale` times faster (1: the deployed rates); False: none run
+    # (tests and benchmarks that invoke functions themselves).
+    time_scale: float = 1.0
+    run_schedules: bool = True
+    ttl_sweep_seconds: float | None = DYNAMODB_TTL_SWEEP_SECONDS  # None: no TTL emulation
     extra_env: dict[str, str] = field(default_factory=dict)  # e.g. coordinator tuning for tests
 
     def start(self) -> None:
@@ -81,7 +80,9 @@ class LocalRuntime:
         self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
         self._moto.start()
         host, port = self._moto.get_host_and_port()
-        self.settings: Settings = provision(f"http://{host}:{port}", self.stage)
+        template = load_template()
+        self.schedules: list[Schedule] = schedules_from_template(template, self.time_scale)
+        self.settings: Settings = provision(f"http://{host}:{port}", self.stage, template=template)
         engine = Sluice.from_settings(self.settings)
         if self.admin_token:
             engine.tokens.create("*", ["admin"], token=self.admin_token)
@@ -102,6 +103,7 @@ class LocalRuntime:
             c.ENV_SHARD_FUNCTION: c.FN_SHARD,
             c.ENV_CONSUMER_FUNCTION: c.FN_CONSUMER,
             c.ENV_ALLOW_LOCAL_WEBHOOKS: "1",
+            **schedule_environment(template, self.time_scale),
             **self.extra_env,
         }
         self._env = env
@@ -111,15 +113,12 @@ class LocalRuntime:
         for pool in self.pools.values():
             pool.warm()
         self._stopping = threading.Event()
-        timers = list(self.timers)
-        if self.coordinator_interval_seconds and c.FN_COORDINATOR in self.pools:
-            timers.append(
-                Timer(c.FN_COORDINATOR, self.coordinator_interval_seconds, {"source": "sluice.local"})
-            )
-        for timer in timers:
+        for schedule in self.schedules if self.run_schedules else []:
             threading.Thread(
-                target=self._run_timer, args=(timer,), name=f"timer-{timer.function}", daemon=True
+                target=self._run_schedule, args=(schedule,), name=f"rule-{schedule.rule}", daemon=True
             ).start()
+        if self.ttl_sweep_seconds:
+            threading.Thread(target=self._sweep_ttl, args=(engine,), name="ddb-ttl", daemon=True).start()
         self._serve_thread = threading.Thread(
             target=self._http.serve_forever, name="sluice-http", daemon=True
         )
@@ -129,15 +128,32 @@ class LocalRuntime:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def _run_timer(self, timer: Timer) -> None:
-        """EventBridge's schedule: one run at a time, every interval; a failed run is logged, not fatal."""
-        while not self._stopping.wait(timer.interval_seconds):
+    def _run_schedule(self, schedule: Schedule) -> None:
+        """EventBridge's rate rule: fire at a fixed rate, asynchronously, with the rule's input. A firing
+        while the previous run is still going is skipped (AWS would start a second run, which the
+        coordinator's lease makes stand down)."""
+        log = logging.getLogger("sluice.local")
+        running = None
+        next_at = time.monotonic() + schedule.interval_seconds
+        while not self._stopping.wait(max(0.0, next_at - time.monotonic())):
+            next_at += schedule.interval_seconds
+            if running is not None and not running.done():
+                log.info("rule %s: previous run of %s still going", schedule.rule, schedule.function)
+                continue
             try:
-                pool = self.pools.get(timer.function) or self._async_pool(timer.function)
-                pool.invoke(timer.event, timeout_seconds=900)
+                running = self._async_pool(schedule.function).submit(schedule.event, timeout_seconds=900)
             except Exception:
                 if not self._stopping.is_set():
-                    logging.getLogger("sluice.local").exception("scheduled %s failed", timer.function)
+                    log.exception("rule %s could not start %s", schedule.rule, schedule.function)
+
+    def _sweep_ttl(self, engine: Sluice) -> None:
+        """DynamoDB's TTL deletion, which moto lacks: drop items whose `exp` has passed."""
+        while not self._stopping.wait(self.ttl_sweep_seconds or 0):
+            try:
+                engine.shard_worker.run("sweep")
+            except Exception:
+                if not self._stopping.is_set():
+                    logging.getLogger("sluice.local").exception("TTL sweep failed")
 
     def invoke_async(self, function: str, event: dict[str, Any]) -> bool:
         """Lambda's InvocationType=Event: queue the event on the function's async pool."""

@@ -8,7 +8,7 @@ import logging
 import os
 import time
 import uuid
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any
 
@@ -64,10 +64,11 @@ class FunctionPool:
     def invoke(self, event: dict[str, Any], timeout_seconds: float = INVOKE_TIMEOUT_SECONDS) -> Any:
         return self._pool.submit(invoke, self.function, event, timeout_seconds).result(timeout_seconds + 5)
 
-    def submit(self, event: dict[str, Any], timeout_seconds: float = INVOKE_TIMEOUT_SECONDS) -> None:
+    def submit(self, event: dict[str, Any], timeout_seconds: float = INVOKE_TIMEOUT_SECONDS) -> Future:
         """Run `event` without waiting for it (asynchronous invocation); failures are logged."""
         future = self._pool.submit(invoke, self.function, event, timeout_seconds)
         future.add_done_callback(_log_failure)
+        return future
 
     def warm(self) -> None:
         """Import the handler in one container now, so the first request does not pay for it."""

@@ -13,17 +13,29 @@ from sluice.engine.coordinator import Coordinator, CoordinatorConfig
 from sluice.engine.publish import Publisher
 from sluice.engine.queues import QueueDirectory
 from sluice.engine.scaling import ScalingPolicy
+from sluice.engine.workplan import ShardWorkPolicy
+from sluice.events import PushWorkerEvent, ShardWorkEvent
 from sluice.models import OutgoingMessage, Queue
+from sluice.segments import list_segments
 
 LEASE_MS = 30_000
 
 
 class RecordingInvoker:
-    def __init__(self) -> None:
+    """Records what the coordinator starts; with `engine`, also runs shard work as the function would."""
+
+    def __init__(self, engine=None) -> None:
         self.calls: list[tuple[str, dict]] = []
+        self.engine = engine
 
     def invoke_async(self, function: str, event: dict) -> None:
         self.calls.append((function, event))
+        if self.engine is not None and function == "shard":
+            work = ShardWorkEvent.model_validate(event)
+            self.engine.shard_worker.run(work.actions, work.queue, work.shards)
+
+    def shard_work(self) -> list[ShardWorkEvent]:
+        return [ShardWorkEvent.model_validate(e) for f, e in self.calls if f == "shard"]
 
 
 def coordinator(engine, queue_name, holder=None, invoker=None, **policy) -> Coordinator:
@@ -136,8 +148,13 @@ def test_scale_up_seal_and_retire_without_losing_a_message(clocked, clock, queue
     queue = clocked.queues.get(queue_name)
     assert all(queue.shard(s).state == "retired" for s in others)
     assert not [s for s in queue.shards if s.state == "sealed"]  # nothing left behind on a sealed shard
-    # retention is triggered once per minute of coordinator time; no flushes for a non-bottomless queue
-    assert [e["action"] for _, e in invoker.calls] == ["retention"]
+    # Shard work, non-bottomless queue included: maintenance (compaction + retention) on the first
+    # pass's one shard; a flush of shard 0 as soon as it holds records; then nothing more within the
+    # 60 s cadences (the test's coordinator time is ~13 s).
+    assert [(w.actions, w.shards) for w in invoker.shard_work()] == [
+        (["compact", "retention"], [0]),
+        (["flush", "compact"], [0]),
+    ]
 
 
 def test_bottomless_shards_retire_only_once_flushed(clocked, clock, queue_name):
@@ -149,10 +166,9 @@ def test_bottomless_shards_retire_only_once_flushed(clocked, clock, queue_name):
     send(clocked, queue_name, 4)
     clocked.queues.update_settings(queue_name, {"min_shards": 1})
     clock.advance(1_000)
-    flushes = [e for _, e in invoker.calls if e["action"] == "flush"]
     coord.run_once()
-    flushes = [e for _, e in invoker.calls if e["action"] == "flush"]
-    assert flushes and set(flushes[-1]["shards"]) <= {0, 1}
+    flushes = [w for w in invoker.shard_work() if "flush" in w.actions]
+    assert flushes and set(flushes[-1].shards) <= {0, 1} and "retention" not in flushes[-1].actions
     for _ in range(3):  # low load → seal one
         clock.advance(3_000)
         coord.run_once()
@@ -162,7 +178,7 @@ def test_bottomless_shards_retire_only_once_flushed(clocked, clock, queue_name):
     drain(clocked, queue_name, "default")
     clock.advance(1_000)
     assert coord.run_once().queues[0].retired == []  # drained, not yet in S3
-    assert any(e["action"] == "flush" and sealed[0].id in e["shards"] for _, e in invoker.calls)
+    assert any("flush" in w.actions and sealed[0].id in w.shards for w in invoker.shard_work())
     h = head(clocked, queue, sealed[0].id)
     clocked.backend.control.put(
         {
@@ -252,8 +268,8 @@ def test_coordinator_starts_push_workers_in_proportion_to_backlog(engine, api, q
     coord.config.push_batches_per_worker = 4
     send(engine, queue_name, 1, per_request=30)  # ceil(30 / 10 / 4) = 1 worker
     coord.run_once()
-    pushes = [e["push"] for _, e in invoker.calls if "push" in e]
-    assert [p["slot"] for p in pushes] == [0]
+    pushes = [PushWorkerEvent.model_validate(e).push for f, e in invoker.calls if f == "consumer"]
+    assert [p.slot for p in pushes] == [0] and pushes[0].queue == queue_name
     send(engine, queue_name, 5, per_request=100)  # 530 → ceil(13.25) capped at 3
     invoker.calls.clear()
     coord.run_once()
@@ -262,3 +278,31 @@ def test_coordinator_starts_push_workers_in_proportion_to_backlog(engine, api, q
 
 def _add_group(engine, queue_name, group):
     engine.queues.modify(queue_name, lambda q: q.model_copy(update={"groups": {**q.groups, group: 0}}))
+
+
+@pytest.mark.parametrize("bottomless", [False, True])
+def test_coordinator_alone_flushes_and_compacts_every_queue(clocked, clock, queue_name, bottomless):
+    """Only coordinator passes (fake clock, 5 s ticks) drive shard work; the invoker runs each event
+    as the shard function does. Bottomless or not, records reach S3 and level-0 segments are merged."""
+    clocked.queues.create(queue_name, {"bottomless": bottomless, "min_shards": 2, "max_shards": 2})
+    invoker = RecordingInvoker(clocked)
+    coord = coordinator(clocked, queue_name, invoker=invoker)
+    coord.config.work = ShardWorkPolicy(flush_every_ms=20_000, maintenance_every_ms=60_000)
+    sent = 0
+    for _ in range(5 * 4):  # 100 s of 5 s ticks: 5 flush cadences
+        sent += len(send(clocked, queue_name, 1, per_request=3))
+        clock.advance(5_000)
+        coord.run_once()
+    queue = clocked.queues.get(queue_name)
+    heads = {s.id: head(clocked, queue, s.id) for s in queue.shards}
+    assert sum(h["next"] for h in heads.values()) == sent
+    segments = {s.id: list_segments(clocked.backend, queue, s.id) for s in queue.shards}
+    in_s3 = sum(r.last - r.first + 1 for refs in segments.values() for r in refs)
+    flushed = sum(h.get("flushed", 0) for h in heads.values())
+    assert flushed >= sent - 2 * 3 * 4  # at most the last flush cadence's sends wait in the hot tier
+    assert in_s3 == flushed
+    assert any(r.level >= 1 for refs in segments.values() for r in refs), segments  # compacted
+    work = invoker.shard_work()
+    assert all(set(w.shards) <= {0, 1} for w in work)
+    assert any(w.actions == ["flush", "compact"] for w in work)
+    assert any("retention" in w.actions for w in work) is not bottomless

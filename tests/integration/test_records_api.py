@@ -1,12 +1,15 @@
-"""Native stream reads over HTTP (`/records`, `/shards`), the shard function and its local timer."""
+"""Native stream reads over HTTP (`/records`, `/shards`) and the shard function's typed event."""
 
 from __future__ import annotations
 
-import threading
 import time
 
+import pytest
+from pydantic import ValidationError
+
 from sluice import constants as c
-from sluice.local.runtime import LocalRuntime, Timer
+from sluice.engine import keys
+from sluice.events import ShardWorkEvent
 
 
 def _send(api, queue_name, values, key=None):
@@ -36,7 +39,8 @@ def test_records_over_shards_and_per_shard(api, queue_name):
     api("POST", "/v1/queues", {"queue_name": queue_name, "settings": {"min_shards": 2, "ordered": True}})
     for i in range(6):
         _send(api, queue_name, [{"i": i}], key=f"k{i % 2}")
-    invoke(c.FN_SHARD, {"action": "flush", "queue": queue_name})  # half the reads now come from S3
+    flush = ShardWorkEvent(queue=queue_name, shards=[0, 1], actions=["flush"])
+    invoke(c.FN_SHARD, flush.to_payload())  # half the reads now come from S3
     for i in range(6, 10):
         _send(api, queue_name, [{"i": i}], key=f"k{i % 2}")
     records = _page_all(api, queue_name)
@@ -89,31 +93,40 @@ def test_records_bad_input_is_400(api, queue_name):
     assert status == 404 and body["errors"][0]["code"] == 10123
 
 
-def test_shard_function_event_and_report(engine, queue_name):
+def test_shard_function_does_what_its_event_says_on_the_shards_it_lists(engine, queue_name):
     from sluice.local.workers import invoke
-
-    engine.queues.create(queue_name)
     from sluice.models import OutgoingMessage
 
-    engine.publisher.publish(queue_name, [OutgoingMessage(body=b"1")])
-    report = invoke(c.FN_SHARD, {"action": "all", "queue": queue_name})
-    assert report["flushed_records"] == 1 and report["segments_written"] == 1 and report["errors"] == []
-    assert invoke(c.FN_SHARD, {"queue": queue_name})["flushed_records"] == 0  # nothing new
+    engine.queues.create(queue_name, {"min_shards": 2})
+    for i in range(8):
+        engine.publisher.publish(queue_name, [OutgoingMessage(body=str(i).encode(), partition_key=f"k{i}")])
+    queue = engine.queues.get(queue_name)
+    heads = {
+        s.id: engine.backend.table_for(s).get(keys.shard_pk(queue, s.id), keys.HEAD_SK) or {}
+        for s in queue.shards
+    }
+    assert all(h.get("next") for h in heads.values()), "both shards took writes"
+    event = ShardWorkEvent(queue=queue_name, shards=[1], actions=["flush", "compact"])
+    report = invoke(c.FN_SHARD, event.to_payload())
+    assert report["shards"] == 1 and report["errors"] == []
+    assert report["flushed_records"] == heads[1]["next"] and report["segments_written"] == 1
+    # Shard 0 was not listed: nothing of it went to S3.
+    again = invoke(
+        c.FN_SHARD, ShardWorkEvent(queue=queue_name, shards=[0, 1], actions=["flush"]).to_payload()
+    )
+    assert again["flushed_records"] == heads[0]["next"]
 
 
-def test_local_timers_invoke_their_function_on_the_interval():
-    calls: list[dict] = []
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"action": "all"},  # the untyped event of before: refused, not read as "everything"
+        {"kind": "shard.work", "queue": "q", "shards": [], "actions": ["flush"]},
+        {"kind": "shard.work", "queue": "q", "shards": [0], "actions": ["sweep"]},  # DynamoDB's job
+    ],
+)
+def test_shard_function_refuses_an_event_that_is_not_a_shard_work_event(event):
+    from sluice.local.workers import invoke
 
-    class Pool:
-        def invoke(self, event, timeout_seconds=0):
-            calls.append(event)
-
-    runtime = LocalRuntime(timers=(Timer(c.FN_SHARD, 0.02, {"action": "all"}),))
-    runtime.pools = {c.FN_SHARD: Pool()}
-    runtime._stopping = threading.Event()
-    thread = threading.Thread(target=runtime._run_timer, args=(runtime.timers[0],))
-    thread.start()
-    time.sleep(0.2)
-    runtime._stopping.set()
-    thread.join(1)
-    assert len(calls) >= 3 and all(call["action"] == "all" for call in calls)
+    with pytest.raises(ValidationError):
+        invoke(c.FN_SHARD, event)
