@@ -130,18 +130,21 @@ class LocalRuntime:
 
     def _run_schedule(self, schedule: Schedule) -> None:
         """EventBridge's rate rule: fire at a fixed rate, asynchronously, with the rule's input. A firing
-        while the previous run is still going is skipped (AWS would start a second run, which the
-        coordinator's lease makes stand down)."""
+        that finds the previous run still going waits for it on the function's async pool, as a second
+        Lambda run would wait on the coordinator's lease; one waiting firing at most (a later one is
+        skipped), so a slow machine never builds a backlog of runs."""
         log = logging.getLogger("sluice.local")
-        running = None
+        last = None
         next_at = time.monotonic() + schedule.interval_seconds
         while not self._stopping.wait(max(0.0, next_at - time.monotonic())):
             next_at += schedule.interval_seconds
-            if running is not None and not running.done():
-                log.info("rule %s: previous run of %s still going", schedule.rule, schedule.function)
+            if last is not None and not last.running() and not last.done():
+                log.info(
+                    "rule %s: the previous firing of %s has not started", schedule.rule, schedule.function
+                )
                 continue
             try:
-                running = self._async_pool(schedule.function).submit(schedule.event, timeout_seconds=900)
+                last = self._async_pool(schedule.function).submit(schedule.event, timeout_seconds=900)
             except Exception:
                 if not self._stopping.is_set():
                     log.exception("rule %s could not start %s", schedule.rule, schedule.function)

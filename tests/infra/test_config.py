@@ -31,7 +31,15 @@ def test_context_strings_are_coerced() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", [{"shard_table_count": "0"}, {"stage": "no spaces"}, {"log_retention_days": "0"}]
+    "bad",
+    [
+        {"shard_table_count": "0"},
+        {"stage": "no spaces"},
+        {"log_retention_days": "0"},
+        {"coordinator_tick_seconds": "0.5"},
+        {"coordinator_tick_seconds": "31"},
+        {"shard_flush_seconds": "0"},
+    ],
 )
 def test_bad_context_is_rejected(bad: dict[str, str]) -> None:
     import aws_cdk as cdk
