@@ -16,7 +16,9 @@ Model (1-second ticks):
   are throttled (429) and retried on the next tick.
 - Consumers drain each shard at `consume_per_shard` msg/s; a sealed shard is drained when its backlog is
   0 (then `decide` retires it).
-- The coordinator runs every `period_s`, turns counter deltas into `ShardObservation`s and applies
+- The coordinator runs every `period_s` (default: the deployed tick, `DEFAULT_COORDINATOR_TICK_SECONDS`,
+  which the stack wires to the coordinator's loop inside its one-minute schedule), turns counter deltas
+  into `ShardObservation`s and applies
   `decide`'s answer: new shards are open at once (brokers see them after their cache lag), sealed
   shards have their HEAD sealed right after the map write.
 
@@ -34,9 +36,11 @@ from typing import Any
 
 import numpy as np
 
+from sluice import constants as c
 from sluice.engine.scaling import QueueObservation, ScalingPolicy, ShardObservation, decide
 
 OUT = Path(__file__).resolve().parent / "out"
+DEPLOYED_PERIOD_S = round(c.DEFAULT_COORDINATOR_TICK_SECONDS)  # the simulation steps whole seconds
 
 
 @dataclass
@@ -72,7 +76,7 @@ def run(
     batch: int = 100,
     message_bytes: int = 200,
     partition_wcu: float = 1_000.0,
-    period_s: int = 10,
+    period_s: int = DEPLOYED_PERIOD_S,
     map_ttl_s: int = 5,
     min_shards: int = 1,
     max_shards: int = 128,
@@ -280,7 +284,12 @@ def plot(result: dict[str, Any], path: Path) -> Path:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--peak", type=float, default=200_000)
-    parser.add_argument("--period", type=int, default=10, help="coordinator period, seconds")
+    parser.add_argument(
+        "--period",
+        type=int,
+        default=DEPLOYED_PERIOD_S,
+        help="coordinator period, seconds (default: the deployed tick)",
+    )
     parser.add_argument("--out", type=Path, default=OUT / "scale.png")
     args = parser.parse_args(argv)
     result = run(ramp_profile(high=args.peak), period_s=args.period)
