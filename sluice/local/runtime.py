@@ -16,8 +16,11 @@ import re
 import socket
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from multiprocessing import get_context
 from typing import Any
 from urllib.parse import unquote
 
@@ -118,7 +121,12 @@ class LocalRuntime:
                 target=self._run_schedule, args=(schedule,), name=f"rule-{schedule.rule}", daemon=True
             ).start()
         if self.ttl_sweep_seconds:
-            threading.Thread(target=self._sweep_ttl, args=(engine,), name="ddb-ttl", daemon=True).start()
+            # A process of its own, like a Lambda container: the sweep's boto3 work stays off this
+            # process, which serves HTTP and moto.
+            self._ttl_pool = ProcessPoolExecutor(
+                max_workers=1, mp_context=get_context("spawn"), initializer=os.environ.update, initargs=(env,)
+            )
+            threading.Thread(target=self._sweep_ttl, name="ddb-ttl", daemon=True).start()
         self._serve_thread = threading.Thread(
             target=self._http.serve_forever, name="sluice-http", daemon=True
         )
@@ -149,11 +157,11 @@ class LocalRuntime:
                 if not self._stopping.is_set():
                     log.exception("rule %s could not start %s", schedule.rule, schedule.function)
 
-    def _sweep_ttl(self, engine: Sluice) -> None:
+    def _sweep_ttl(self) -> None:
         """DynamoDB's TTL deletion, which moto lacks: drop items whose `exp` has passed."""
         while not self._stopping.wait(self.ttl_sweep_seconds or 0):
             try:
-                engine.shard_worker.run("sweep")
+                self._ttl_pool.submit(sweep_expired_items).result()
             except Exception:
                 if not self._stopping.is_set():
                     logging.getLogger("sluice.local").exception("TTL sweep failed")
@@ -180,6 +188,8 @@ class LocalRuntime:
         self._http.server_close()
         for pool in [*self.pools.values(), *self._async_pools.values()]:
             pool.close()
+        if self.ttl_sweep_seconds:
+            self._ttl_pool.shutdown(wait=False, cancel_futures=True)
         self._moto.stop()
 
     def dispatch(
@@ -232,6 +242,16 @@ class LocalRuntime:
         pool = self.pools.get(function)
         result = pool.invoke(event) if pool else invoke_in_process(function, event)
         return 200, json_type, json.dumps(result).encode()
+
+
+@lru_cache(maxsize=1)
+def _ttl_engine() -> Sluice:
+    return Sluice.from_settings(Settings.from_env())
+
+
+def sweep_expired_items() -> int:
+    """One pass of DynamoDB's TTL deletion over every queue (run in the TTL process)."""
+    return _ttl_engine().shard_worker.run("sweep").swept_items
 
 
 def _handler_exists(function: str) -> bool:
