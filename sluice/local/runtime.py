@@ -32,6 +32,7 @@ from sluice.local.provision import provision
 from sluice.local.schedules import Schedule, schedule_environment, schedules_from_template
 from sluice.local.template import load_template
 from sluice.local.workers import FunctionPool
+from sluice.local.workers import _init as worker_init
 from sluice.local.workers import invoke as invoke_in_process
 from sluice.service import Sluice
 from sluice.settings import Settings
@@ -124,7 +125,7 @@ class LocalRuntime:
             # A process of its own, like a Lambda container: the sweep's boto3 work stays off this
             # process, which serves HTTP and moto.
             self._ttl_pool = ProcessPoolExecutor(
-                max_workers=1, mp_context=get_context("spawn"), initializer=os.environ.update, initargs=(env,)
+                max_workers=1, mp_context=get_context("spawn"), initializer=worker_init, initargs=(env,)
             )
             threading.Thread(target=self._sweep_ttl, name="ddb-ttl", daemon=True).start()
         self._serve_thread = threading.Thread(
