@@ -43,6 +43,8 @@ log = logging.getLogger("sluice.coordinator")
 COORDINATOR_PK = "COORDINATOR"
 STATE_SK_PREFIX = "STATE#"
 RETIRED_KEPT = 16  # retired shards kept in the map for lineage; older ones are dropped
+MIRROR_CHECKED_AT = "mir"  # per-queue state: when the SSM mirror was last checked against the item
+MIRROR_CHECK_EVERY_MS = 60_000
 
 
 class Invoker(Protocol):
@@ -305,10 +307,12 @@ class Coordinator:
 
     def run_queue(self, name: str, token: int) -> QueueReport:
         queue = self.engine.queues.get(name)
-        self.engine.queues.repair_mirror(queue)
         now = self.backend.clock()
         reads = self._read_shards(queue)
         state = self._load_state(queue)
+        if now - int(state.get(MIRROR_CHECKED_AT, 0)) >= MIRROR_CHECK_EVERY_MS:
+            self.engine.queues.repair_mirror(queue)  # an SSM read: once a minute, not every tick
+            state[MIRROR_CHECKED_AT] = now
         prev_at = state.get("at")
         prev_counts: dict[str, list[int]] = state.get("c", {})
         dt = (now - prev_at) / 1000 if prev_at else 0.0

@@ -92,3 +92,25 @@ def test_the_consumer_refuses_a_malformed_push_event(settings, event):
 
     with pytest.raises(ValidationError):
         lambda_handler(event, LocalContext(c.FN_CONSUMER, 30))
+
+
+def test_the_looping_coordinator_checks_the_ssm_mirror_once_a_minute(clocked, clock, queue_name):
+    """A pass every tick must not read SSM every tick (GetParameter has a low throughput quota): a
+    lagging mirror is repaired on the first pass, then checked again a minute later."""
+    from sluice.engine.coordinator import MIRROR_CHECK_EVERY_MS
+
+    clocked.queues.create(queue_name)
+    config = CoordinatorConfig(queues=[queue_name], lease_name=f"LEASE-{queue_name}")
+    coord = Coordinator(clocked, None, config)
+    current = clocked.queues.get(queue_name)
+    stale = current.model_copy(update={"version": current.version - 1}).model_dump_json()
+    clocked.backend.mirror.write(queue_name, stale)
+    coord.run_once()
+    assert clocked.backend.mirror.read(queue_name) != stale  # repaired on the first pass
+    clocked.backend.mirror.write(queue_name, stale)
+    clock.advance(c.DEFAULT_COORDINATOR_TICK_SECONDS * 1000)
+    coord.run_once()
+    assert clocked.backend.mirror.read(queue_name) == stale  # not re-read on every tick
+    clock.advance(MIRROR_CHECK_EVERY_MS)
+    coord.run_once()
+    assert clocked.backend.mirror.read(queue_name) != stale
