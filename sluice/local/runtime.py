@@ -51,7 +51,7 @@ DEFAULT_CONCURRENCY = {c.FN_BROKER: 4, c.FN_CONSUMER: 6, c.FN_COORDINATOR: 1}
 # pools, so they never take the containers that serve HTTP requests.
 DEFAULT_ASYNC_CONCURRENCY = {c.FN_CONSUMER: 4, c.FN_SHARD: 1}
 # DynamoDB deletes items past their TTL by itself (AWS runs no function for it); moto never does, so
-# the runtime deletes them every this many seconds, in-process (`ShardWorker.sweep`).
+# the runtime deletes them every this many seconds, in a process of its own (`ShardWorker.sweep`).
 DYNAMODB_TTL_SWEEP_SECONDS = 5.0
 _INVOKE_PATH = re.compile(r"^/2015-03-31/functions/(?P<name>[^/]+)/invocations$")
 
