@@ -118,6 +118,7 @@ class LocalRuntime:
             pool.warm()
         self._stopping = threading.Event()
         for schedule in self.schedules if self.run_schedules else []:
+            self._async_pool(schedule.function).warm()  # the rule's first run pays no import
             threading.Thread(
                 target=self._run_schedule, args=(schedule,), name=f"rule-{schedule.rule}", daemon=True
             ).start()
