@@ -54,7 +54,8 @@ def _function_ids(resources: dict[str, Any]) -> dict[str, str]:
 
 
 def schedules_from_template(template: dict[str, Any], time_scale: float = 1.0) -> list[Schedule]:
-    """Every enabled schedule rule's targets that are our functions, intervals divided by `time_scale`."""
+    """Every enabled schedule rule's targets that are our functions, intervals divided by `time_scale`.
+    A schedule the runtime cannot reproduce (cron) raises `ScheduleError` rather than run differently."""
     if time_scale <= 0:
         raise ScheduleError(f"time scale must be positive, got {time_scale}")
     resources = template.get("Resources", {})
@@ -71,7 +72,7 @@ def schedules_from_template(template: dict[str, Any], time_scale: float = 1.0) -
             arn = target.get("Arn", {})
             ref = arn.get("Fn::GetAtt", [None])[0] if isinstance(arn, dict) else None
             if ref not in functions:
-                raise ScheduleError(f"rule {lid} targets {arn!r}, which is not a Sluice function")
+                continue  # not one of our functions (a topic, a queue...): nothing local to run
             event = json.loads(target["Input"]) if "Input" in target else _scheduled_event(lid)
             out.append(Schedule(lid, functions[ref], interval, event))
     return out
