@@ -1,8 +1,9 @@
 """The synthesized CloudFormation template, cached: shared by `make synth` and the local runtime.
 
 `python app.py` takes ≈ 15 s (jsii + node), so the template is synthesized once and reused while a hash
-of its inputs is unchanged: `stacks/`, `app.py`, `cdk.json`, `sluice/constants.py`, `pyproject.toml`
-and the context. The hash is written next to the template (`cdk.out/.sluice-synth-hash`).
+of its inputs is unchanged: `stacks/`, `app.py`, `cdk.json`, `sluice/constants.py`, `sluice/events.py`
+(the schedule's input is built from it), `pyproject.toml` and the context. The hash is written next to
+the template (`cdk.out/.sluice-synth-hash`).
 Default context synthesizes into `cdk.out/` (what `cdk deploy --app cdk.out` and cfn-lint use);
 other contexts get their own folder under `.cache/synth/` so they do not evict each other.
 
@@ -25,7 +26,7 @@ from typing import Any
 
 STACK_NAME = "SluiceStack"
 HASH_FILE = ".sluice-synth-hash"
-HASHED_PATHS = ("stacks", "app.py", "cdk.json", "sluice/constants.py", "pyproject.toml")
+HASHED_PATHS = ("stacks", "app.py", "cdk.json", "sluice/constants.py", "sluice/events.py", "pyproject.toml")
 
 
 class TemplateUnavailable(RuntimeError):
