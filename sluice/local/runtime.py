@@ -31,8 +31,7 @@ from sluice.local import gateway, moto_patches
 from sluice.local.provision import provision
 from sluice.local.schedules import Schedule, schedule_environment, schedules_from_template
 from sluice.local.template import load_template
-from sluice.local.workers import FunctionPool
-from sluice.local.workers import _init as worker_init
+from sluice.local.workers import FunctionPool, terminate_now
 from sluice.local.workers import invoke as invoke_in_process
 from sluice.service import Sluice
 from sluice.settings import Settings
@@ -53,6 +52,7 @@ DEFAULT_ASYNC_CONCURRENCY = {c.FN_CONSUMER: 4, c.FN_SHARD: 1}
 # DynamoDB deletes items past their TTL by itself (AWS runs no function for it); moto never does, so
 # the runtime deletes them every this many seconds, in a process of its own (`ShardWorker.sweep`).
 DYNAMODB_TTL_SWEEP_SECONDS = 5.0
+log = logging.getLogger("sluice.local")
 _INVOKE_PATH = re.compile(r"^/2015-03-31/functions/(?P<name>[^/]+)/invocations$")
 
 
@@ -118,7 +118,6 @@ class LocalRuntime:
             pool.warm()
         self._stopping = threading.Event()
         for schedule in self.schedules if self.run_schedules else []:
-            self._async_pool(schedule.function).warm()  # the rule's first run pays no import
             threading.Thread(
                 target=self._run_schedule, args=(schedule,), name=f"rule-{schedule.rule}", daemon=True
             ).start()
@@ -126,7 +125,7 @@ class LocalRuntime:
             # A process of its own, like a Lambda container: the sweep's boto3 work stays off this
             # process, which serves HTTP and moto.
             self._ttl_pool = ProcessPoolExecutor(
-                max_workers=1, mp_context=get_context("spawn"), initializer=worker_init, initargs=(env,)
+                max_workers=1, mp_context=get_context("spawn"), initializer=_set_environment, initargs=(env,)
             )
             threading.Thread(target=self._sweep_ttl, name="ddb-ttl", daemon=True).start()
         self._serve_thread = threading.Thread(
@@ -139,25 +138,18 @@ class LocalRuntime:
         return f"http://{self.host}:{self.port}"
 
     def _run_schedule(self, schedule: Schedule) -> None:
-        """EventBridge's rate rule: fire at a fixed rate, asynchronously, with the rule's input. A firing
-        that finds the previous run still going waits for it on the function's async pool, as a second
-        Lambda run would wait on the coordinator's lease; one waiting firing at most (a later one is
-        skipped), so a slow machine never builds a backlog of runs."""
-        log = logging.getLogger("sluice.local")
-        last = None
+        """EventBridge's rate rule: fire every interval with the rule's input. A run that outlasts the
+        interval delays the next firing until it ends (as a second Lambda run would wait on the
+        coordinator's lease), and the firings missed meanwhile collapse into that one: no backlog."""
         next_at = time.monotonic() + schedule.interval_seconds
         while not self._stopping.wait(max(0.0, next_at - time.monotonic())):
-            next_at += schedule.interval_seconds
-            if last is not None and not last.running() and not last.done():
-                log.info(
-                    "rule %s: the previous firing of %s has not started", schedule.rule, schedule.function
-                )
-                continue
             try:
-                last = self._async_pool(schedule.function).submit(schedule.event, timeout_seconds=900)
+                pool = self.pools.get(schedule.function) or self._async_pool(schedule.function)
+                pool.invoke(schedule.event, timeout_seconds=900)
             except Exception:
                 if not self._stopping.is_set():
-                    log.exception("rule %s could not start %s", schedule.rule, schedule.function)
+                    log.exception("rule %s: %s failed", schedule.rule, schedule.function)
+            next_at = max(next_at + schedule.interval_seconds, time.monotonic())
 
     def _sweep_ttl(self) -> None:
         """DynamoDB's TTL deletion, which moto lacks: drop items whose `exp` has passed."""
@@ -166,7 +158,7 @@ class LocalRuntime:
                 self._ttl_pool.submit(sweep_expired_items).result()
             except Exception:
                 if not self._stopping.is_set():
-                    logging.getLogger("sluice.local").exception("TTL sweep failed")
+                    log.exception("TTL sweep failed")
 
     def invoke_async(self, function: str, event: dict[str, Any]) -> bool:
         """Lambda's InvocationType=Event: queue the event on the function's async pool."""
@@ -191,7 +183,7 @@ class LocalRuntime:
         for pool in [*self.pools.values(), *self._async_pools.values()]:
             pool.close()
         if self.ttl_sweep_seconds:
-            self._ttl_pool.shutdown(wait=False, cancel_futures=True)
+            terminate_now(self._ttl_pool)
         self._moto.stop()
 
     def dispatch(
@@ -244,6 +236,10 @@ class LocalRuntime:
         pool = self.pools.get(function)
         result = pool.invoke(event) if pool else invoke_in_process(function, event)
         return 200, json_type, json.dumps(result).encode()
+
+
+def _set_environment(env: dict[str, str]) -> None:
+    os.environ.update(env)
 
 
 @lru_cache(maxsize=1)

@@ -8,7 +8,7 @@ import logging
 import os
 import time
 import uuid
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any
 
@@ -64,18 +64,26 @@ class FunctionPool:
     def invoke(self, event: dict[str, Any], timeout_seconds: float = INVOKE_TIMEOUT_SECONDS) -> Any:
         return self._pool.submit(invoke, self.function, event, timeout_seconds).result(timeout_seconds + 5)
 
-    def submit(self, event: dict[str, Any], timeout_seconds: float = INVOKE_TIMEOUT_SECONDS) -> Future:
+    def submit(self, event: dict[str, Any], timeout_seconds: float = INVOKE_TIMEOUT_SECONDS) -> None:
         """Run `event` without waiting for it (asynchronous invocation); failures are logged."""
         future = self._pool.submit(invoke, self.function, event, timeout_seconds)
         future.add_done_callback(_log_failure)
-        return future
 
     def warm(self) -> None:
         """Import the handler in one container now, so the first request does not pay for it."""
         self._pool.submit(_import, self.function).result(60)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop at once, running invocations included: a scheduled coordinator run loops for most of a
+        minute, and the interpreter would otherwise wait for it at exit."""
+        terminate_now(self._pool)
+
+
+def terminate_now(pool: ProcessPoolExecutor) -> None:
+    processes = list((pool._processes or {}).values())  # no public API before Python 3.14
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
 
 
 def _log_failure(future: Any) -> None:
