@@ -21,6 +21,7 @@ from sluice import errors
 from sluice.client import SluiceApiError, SluiceClient
 from sluice.local import gateway
 from sluice.local.runtime import LocalRuntime
+from sluice.local.template import functions_from_template, load_template
 from sluice.local.workers import (
     FunctionConfig,
     FunctionPool,
@@ -75,6 +76,41 @@ def request_head(method: str, path: str, headers: dict[str, str]) -> bytes:
 
 def backlog(rt: LocalRuntime, queue: str) -> int:
     return client(rt).pull(queue, batch_size=1, visibility_timeout_ms=1000).backlog
+
+
+# --- function configuration from the template -------------------------------------------------------
+
+
+def test_function_timeout_memory_and_concurrency_come_from_the_template(runtime):
+    functions = functions_from_template(load_template())
+    assert set(functions) == set(c.FUNCTION_HANDLERS)
+    for name, pool in runtime.pools.items():
+        props = functions[name]
+        assert pool.config.timeout_seconds == props["Timeout"]
+        assert pool.config.memory_mb == props["MemorySize"]
+        assert pool.config.reserved_concurrency == props.get("ReservedConcurrentExecutions")
+
+
+def test_reserved_concurrency_caps_the_local_containers():
+    template = {
+        "Resources": {
+            "Fn1A2B": {
+                "Type": "AWS::Lambda::Function",
+                "Properties": {
+                    "Handler": c.FUNCTION_HANDLERS[c.FN_SHARD],
+                    "Timeout": 300,
+                    "MemorySize": 2048,
+                    "ReservedConcurrentExecutions": 1,
+                },
+            },
+            "Other": {"Type": "AWS::Lambda::Function", "Properties": {"Handler": "x.y"}},
+        }
+    }
+    ((name, props),) = functions_from_template(template).items()
+    config = FunctionConfig.from_properties(props)
+    assert (name, config) == (c.FN_SHARD, FunctionConfig(300.0, 2048, 1))
+    assert FunctionPool(c.FN_SHARD, 4, {}, config).concurrency == 1
+    assert FunctionConfig.from_properties({}) == FunctionConfig(3.0, 128, None)  # Lambda's defaults
 
 
 # --- crash recovery ---------------------------------------------------------------------------------
