@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import signal
 import threading
 import time
 import uuid
@@ -98,6 +99,7 @@ def invoke(function: str, event: dict[str, Any], config: FunctionConfig | None =
 
 def _container_main(conn: Connection, function: str, env: dict[str, str], config: FunctionConfig) -> None:
     """The container's loop: import once (the cold start), then one event at a time until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the runtime stops us
     os.environ.update(env)
     os.environ["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] = str(config.memory_mb)
     handler = _handler(function)
