@@ -295,13 +295,12 @@ def _make_handler(runtime: LocalRuntime) -> type[BaseHTTPRequestHandler]:
 
         protocol_version = "HTTP/1.1"
         server_version = "sluice-local"
-        timeout = BODY_READ_TIMEOUT_SECONDS  # a client that stops sending mid-body is refused, not waited on
 
         def handle_one_request(self) -> None:
             """http.server's loop step, with API Gateway's request-line quota (it allows 64 KiB)."""
             try:
                 line = self.rfile.readline(gateway.REQUEST_LINE_AND_HEADERS_BYTES + 1)
-            except TimeoutError:
+            except OSError:  # reset by the client
                 self.close_connection = True
                 return
             if not line:
@@ -363,10 +362,13 @@ def _make_handler(runtime: LocalRuntime) -> type[BaseHTTPRequestHandler]:
                     )
                 )
                 return None
+            self.connection.settimeout(BODY_READ_TIMEOUT_SECONDS)  # a client that stops mid-body is refused
             try:
                 body = self.rfile.read(length)
             except TimeoutError:
                 body = b""
+            finally:
+                self.connection.settimeout(None)
             if len(body) < length:
                 self._refuse(
                     errors.GatewayRequestMalformed(
