@@ -29,6 +29,7 @@ INTEGRATION_TIMEOUT_SECONDS = 30.0  # API Gateway HTTP API's integration timeout
 LAMBDA_DEFAULT_TIMEOUT_SECONDS = 3  # what Lambda applies when a function sets no Timeout
 LAMBDA_DEFAULT_MEMORY_MB = 128
 COLD_START_LIMIT_SECONDS = 60.0  # a container that cannot import its handler in this time is broken
+DELIVERY_ATTEMPTS = 2  # containers tried for one event that none has received yet
 _MP = get_context("spawn")
 log = logging.getLogger("sluice.local")
 
@@ -238,10 +239,8 @@ class FunctionPool:
 
     def _run(self, event: dict[str, Any]) -> Any:
         with self._slots_taken(None):
-            container = self._take()
+            container = self._deliver(event)
             try:
-                container.wait_ready(COLD_START_LIMIT_SECONDS)
-                container.conn.send(event)
                 if not container.conn.poll(self.config.timeout_seconds):
                     raise FunctionTimedOut(
                         f"{self.function}: task timed out after {self.config.timeout_seconds:g} seconds"
@@ -257,6 +256,24 @@ class FunctionPool:
         if kind == "error":
             raise InvocationFailed(f"{self.function}: {value}")
         return value
+
+    def _deliver(self, event: dict[str, Any]) -> Container:
+        """A container that has received `event`. One that died before getting it (killed while idle,
+        or during its cold start) never ran it, so a fresh container takes the event instead."""
+        for attempt in range(DELIVERY_ATTEMPTS):
+            container = self._take()
+            try:
+                container.wait_ready(COLD_START_LIMIT_SECONDS)
+                container.conn.send(event)
+                return container
+            except (EOFError, OSError, ContainerCrashed) as exc:
+                self._discard(container)
+                if attempt == DELIVERY_ATTEMPTS - 1:
+                    raise ContainerCrashed(f"{self.function}: no container took the event ({exc!r})") from exc
+            except InvocationFailed:
+                self._discard(container)
+                raise
+        raise AssertionError("unreachable")
 
     @contextmanager
     def _slots_taken(self, timeout: float | None) -> Iterator[None]:
