@@ -342,10 +342,15 @@ def _make_handler(runtime: LocalRuntime) -> type[BaseHTTPRequestHandler]:
                 pass
 
         def _read_body(self) -> bytes | None:
-            """The body per Content-Length, or None when the request was refused here."""
-            if self.headers.get("Transfer-Encoding"):
-                self._refuse(errors.GatewayRequestMalformed("chunked request bodies are not accepted"))
-                return None
+            """The body per Content-Length (or chunked), or None when the request was refused here."""
+            encoding = self.headers.get("Transfer-Encoding")
+            if encoding is not None:
+                if encoding.strip().lower() != "chunked" or "Content-Length" in self.headers:
+                    self._refuse(
+                        errors.GatewayRequestMalformed(f"unsupported Transfer-Encoding {encoding!r}")
+                    )
+                    return None
+                return self._read_chunked()
             declared = self.headers.get_all("Content-Length") or []
             if not declared:
                 return b""
@@ -377,6 +382,36 @@ def _make_handler(runtime: LocalRuntime) -> type[BaseHTTPRequestHandler]:
                 )
                 return None
             return body
+
+        def _read_chunked(self) -> bytes | None:
+            """A chunked body, refused if malformed, cut off, or over API Gateway's payload quota."""
+            self.connection.settimeout(BODY_READ_TIMEOUT_SECONDS)
+            parts, total = [], 0
+            try:
+                while True:
+                    size_line = self.rfile.readline(1024).split(b";", 1)[0].strip()
+                    size = int(size_line, 16) if size_line and len(size_line) <= 16 else -1
+                    if size < 0:
+                        raise ValueError("bad chunk size")
+                    total += size
+                    if total > gateway.API_GATEWAY_PAYLOAD_BYTES:
+                        self._refuse(
+                            errors.GatewayPayloadTooLarge("the chunked body is over the payload limit")
+                        )
+                        return None
+                    if size == 0:
+                        while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):
+                            pass  # trailers
+                        return b"".join(parts)
+                    chunk = self.rfile.read(size)
+                    if len(chunk) < size or self.rfile.readline(3) not in (b"\r\n", b"\n"):
+                        raise ValueError("chunk cut off")
+                    parts.append(chunk)
+            except (ValueError, TimeoutError):
+                self._refuse(errors.GatewayRequestMalformed("the chunked body is malformed or cut off"))
+                return None
+            finally:
+                self.connection.settimeout(None)
 
         def _serve(self) -> None:
             if len(str(self.headers)) + len(self.raw_requestline) > gateway.REQUEST_LINE_AND_HEADERS_BYTES:

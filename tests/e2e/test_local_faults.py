@@ -294,6 +294,23 @@ def test_bad_content_length_gets_a_json_4xx(runtime, length, status, code):
     assert doc["success"] is False
 
 
+def test_a_chunked_body_is_read_and_a_cut_off_one_refused(runtime):
+    queue = f"chunk-{uuid.uuid4().hex[:8]}"
+    client(runtime).create_queue(queue)
+    body = json.dumps({"messages": [{"body": "hello"}]}).encode()
+    head = request_head(
+        "POST",
+        f"/v1/queues/{queue}/messages",
+        {"Content-Type": "application/json", "Transfer-Encoding": "chunked", "Connection": "close"},
+    )
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:10], body[10:])) + b"0\r\n\r\n"
+    status, doc = raw(runtime, head + chunked)
+    assert status == 200 and doc["success"], doc
+    status, doc = raw(runtime, head + chunked[:-12], shut_write=True)  # last chunk cut short
+    assert status == 400 and doc["errors"][0]["code"] == errors.GatewayRequestMalformed.code
+    assert backlog(runtime, queue) == 1
+
+
 def test_a_100k_url_gets_414_json(runtime):
     status, doc = raw(runtime, request_head("GET", "/v1/queues/" + "a" * 100_000, {}))
     assert status == 414 and doc["errors"][0]["code"] == errors.GatewayUriTooLong.code
