@@ -8,9 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -36,7 +34,7 @@ def _print(value: Any) -> None:
 
 
 def cmd_local(args: argparse.Namespace) -> None:
-    from sluice.local.runtime import LocalRuntime
+    from sluice.local.runtime import LocalRuntime, run_until_signalled
 
     admin_token = args.admin_token or os.environ.get(c.ENV_ADMIN_TOKEN)
     if not admin_token:
@@ -47,15 +45,7 @@ def cmd_local(args: argparse.Namespace) -> None:
     runtime = LocalRuntime(
         host=args.host, port=args.port, admin_token=admin_token, time_scale=args.time_scale
     )
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    runtime.start()
-    print(f"sluice local ready on {runtime.url}", flush=True)
-    try:
-        stop.wait()
-    finally:
-        runtime.stop()
+    run_until_signalled(runtime, lambda: print(f"sluice local ready on {runtime.url}", flush=True))
 
 
 # --- tokens ---------------------------------------------------------------------------------------------

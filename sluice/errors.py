@@ -163,3 +163,28 @@ class ConsumerNotFound(SluiceError):
 
 class ConsumerAlreadyExists(SluiceError):
     code = 10126
+
+
+class GatewayRequestMalformed(InvalidRequest):
+    """The HTTP request itself is broken (request line, Content-Length, a body cut short): refused by
+    the gateway, no function runs."""
+
+    code = 10400
+
+
+class GatewayPayloadTooLarge(SluiceError):
+    """The request is over Lambda's 6 MB synchronous invocation limit."""
+
+    code = 10413
+
+
+class GatewayUriTooLong(SluiceError):
+    """The request line is over API Gateway's 10,240-byte quota."""
+
+    code = 10414
+
+
+class GatewayHeadersTooLarge(SluiceError):
+    """The request line and headers are over API Gateway's 10,240-byte quota."""
+
+    code = 10431

@@ -1,9 +1,17 @@
 """What API Gateway's HTTP API does in front of Lambda: match a route, build the v2 event, unpack the
-response. The local runtime uses it so the handlers see exactly what they see when deployed."""
+response, and refuse what the deployed path would refuse. The local runtime uses it so the handlers
+see exactly what they see when deployed.
+
+Limits (docs/design.md, "Local runtime"): Lambda refuses a synchronous invocation whose event is over
+6,291,456 bytes and a response over 6,291,556 bytes; an HTTP API waits 30 s for its integration and
+takes at most 10,240 bytes of request line and headers. The gateway's own refusals carry API Gateway's
+`{"message": ...}` and the error envelope with a stable code (docs/api.md).
+"""
 
 from __future__ import annotations
 
 import base64
+import json
 import re
 import time
 import uuid
@@ -11,9 +19,19 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
+from lambdas.common.errors import envelope, status_of
+from sluice import errors
 from sluice.constants import ROUTES, Route
 
-MAX_PAYLOAD_BYTES = 10 * 1024 * 1024  # API Gateway HTTP API's request limit
+API_GATEWAY_PAYLOAD_BYTES = 10 * 1024 * 1024  # HTTP API's payload quota
+LAMBDA_REQUEST_LIMIT_BYTES = 6 * 1024 * 1024  # a synchronous Invoke's event
+LAMBDA_RESPONSE_LIMIT_BYTES = 6 * 1024 * 1024 + 100  # what Lambda returns (its error names this figure)
+REQUEST_LINE_AND_HEADERS_BYTES = 10_240  # HTTP API's quota on the request line and header values
+JSON_TYPE = {"Content-Type": "application/json"}
+# API Gateway's own answers, as an HTTP API sends them.
+INTERNAL_SERVER_ERROR = (500, JSON_TYPE, b'{"message":"Internal Server Error"}')
+SERVICE_UNAVAILABLE = (503, JSON_TYPE, b'{"message":"Service Unavailable"}')
+NOT_FOUND = (404, JSON_TYPE, b'{"message":"Not Found"}')
 
 
 def _template_regex(path: str) -> re.Pattern[str]:
@@ -114,3 +132,33 @@ def unpack_response(response: dict[str, Any]) -> tuple[int, dict[str, str], list
     for name, values in (response.get("multiValueHeaders") or {}).items():
         headers[name] = ",".join(str(v) for v in values)
     return int(response.get("statusCode", 200)), headers, list(response.get("cookies") or []), data
+
+
+# API Gateway's message for each status the gateway itself answers with (the registry decides the status).
+_MESSAGES = {
+    400: "Bad Request",
+    413: "Request Entity Too Large",
+    414: "Request-URI Too Long",
+    431: "Request Header Fields Too Large",
+}
+
+
+def refusal(exc: errors.SluiceError) -> tuple[int, dict[str, str], bytes]:
+    """(status, headers, body) of a request the gateway refuses before any function runs: API Gateway's
+    `message` and the error envelope with the stable code."""
+    status = status_of(exc)
+    body = {
+        "message": _MESSAGES.get(status, "Bad Request"),
+        **envelope(errors_=[{"code": exc.code, "message": exc.message}]),
+    }
+    return status, dict(JSON_TYPE), json.dumps(body).encode()
+
+
+def event_too_large(event: dict[str, Any]) -> bool:
+    """Whether Lambda would refuse this event for a synchronous invocation."""
+    return len(json.dumps(event, separators=(",", ":")).encode()) > LAMBDA_REQUEST_LIMIT_BYTES
+
+
+def response_too_large(response: Any) -> bool:
+    """Whether Lambda would refuse to return this result (`Function.ResponseSizeTooLarge`)."""
+    return len(json.dumps(response, separators=(",", ":")).encode()) > LAMBDA_RESPONSE_LIMIT_BYTES

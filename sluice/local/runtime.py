@@ -13,9 +13,11 @@ import json
 import logging
 import os
 import re
+import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -27,12 +29,18 @@ from urllib.parse import unquote
 from moto.server import ThreadedMotoServer
 
 from sluice import constants as c
+from sluice import errors
 from sluice.local import gateway, moto_patches
-from sluice.local.provision import provision
+from sluice.local.provision import TemplateUnavailable, provision
 from sluice.local.schedules import Schedule, schedule_environment, schedules_from_template
-from sluice.local.template import load_template
-from sluice.local.workers import FunctionPool, terminate_now
-from sluice.local.workers import invoke as invoke_in_process
+from sluice.local.template import functions_from_template, load_template
+from sluice.local.workers import (
+    INTEGRATION_TIMEOUT_SECONDS,
+    FunctionConfig,
+    FunctionPool,
+    IntegrationTimedOut,
+    InvocationFailed,
+)
 from sluice.service import Sluice
 from sluice.settings import Settings
 
@@ -45,6 +53,8 @@ LOCAL_AWS_ENV = {
     "AWS_DEFAULT_REGION": LOCAL_REGION,
     "AWS_REGION": LOCAL_REGION,
 }
+# How many containers of each function this machine runs at most (a function's reserved concurrency in
+# the template lowers it further); timeouts and memory come from the template.
 DEFAULT_CONCURRENCY = {c.FN_BROKER: 4, c.FN_CONSUMER: 6, c.FN_COORDINATOR: 1}
 # Asynchronous invocations (Lambda InvocationType=Event: push workers, shard work) run on separate
 # pools, so they never take the containers that serve HTTP requests.
@@ -53,6 +63,9 @@ DEFAULT_ASYNC_CONCURRENCY = {c.FN_CONSUMER: 4, c.FN_SHARD: 1}
 # the runtime deletes them every this many seconds, in a process of its own (`ShardWorker.sweep`).
 DYNAMODB_TTL_SWEEP_SECONDS = 5.0
 log = logging.getLogger("sluice.local")
+STOP_GRACE_SECONDS = 5.0  # SIGTERM to exit, at most (plus interpreter teardown)
+BODY_READ_TIMEOUT_SECONDS = 30.0  # a client silent this long mid-request is cut off
+LINGER_SECONDS, LINGER_MAX_READS = 0.2, 256  # draining a refused request's unread input (at most 16 MiB)
 _INVOKE_PATH = re.compile(r"^/2015-03-31/functions/(?P<name>[^/]+)/invocations$")
 
 
@@ -86,6 +99,10 @@ class LocalRuntime:
         host, port = self._moto.get_host_and_port()
         template = load_template()
         self.schedules: list[Schedule] = schedules_from_template(template, self.time_scale)
+        self.function_configs: dict[str, FunctionConfig] = {
+            name: FunctionConfig.from_properties(props)
+            for name, props in functions_from_template(template).items()
+        }
         self.settings: Settings = provision(f"http://{host}:{port}", self.stage, template=template)
         engine = Sluice.from_settings(self.settings)
         if self.admin_token:
@@ -111,7 +128,7 @@ class LocalRuntime:
             **self.extra_env,
         }
         self._env = env
-        self.pools = {fn: FunctionPool(fn, n, env) for fn, n in self.concurrency.items()}
+        self.pools = {fn: self._new_pool(fn, n) for fn, n in self.concurrency.items()}
         self._async_pools: dict[str, FunctionPool] = {}
         self._async_lock = threading.Lock()
         for pool in self.pools.values():
@@ -145,7 +162,7 @@ class LocalRuntime:
         while not self._stopping.wait(max(0.0, next_at - time.monotonic())):
             try:
                 pool = self.pools.get(schedule.function) or self._async_pool(schedule.function)
-                pool.invoke(schedule.event, timeout_seconds=900)
+                pool.invoke(schedule.event)
             except Exception:
                 if not self._stopping.is_set():
                     log.exception("rule %s: %s failed", schedule.rule, schedule.function)
@@ -163,9 +180,9 @@ class LocalRuntime:
     def invoke_async(self, function: str, event: dict[str, Any]) -> bool:
         """Lambda's InvocationType=Event: queue the event on the function's async pool."""
         if function not in c.FUNCTION_HANDLERS or not _handler_exists(function):
-            logging.getLogger("sluice.local").info("no local handler for %s; event dropped", function)
+            log.info("no local handler for %s; event dropped", function)
             return False
-        self._async_pool(function).submit(event, timeout_seconds=900)
+        self._async_pool(function).submit(event)
         return True
 
     def _async_pool(self, function: str) -> FunctionPool:
@@ -173,17 +190,27 @@ class LocalRuntime:
             pool = self._async_pools.get(function)
             if pool is None:
                 size = self.async_concurrency.get(function, 1)
-                pool = self._async_pools[function] = FunctionPool(function, size, self._env)
+                pool = self._async_pools[function] = self._new_pool(function, size)
             return pool
 
+    def _new_pool(self, function: str, concurrency: int) -> FunctionPool:
+        config = self.function_configs.get(function)
+        if config is None:
+            raise TemplateUnavailable(f"the template defines no function with handler {function!r}")
+        return FunctionPool(function, concurrency, self._env, config)
+
     def stop(self) -> None:
+        """Stop at once: stop listening, kill every container (running invocations included, so
+        nothing keeps calling moto), then stop moto."""
         self._stopping.set()
         self._http.shutdown()
         self._http.server_close()
-        for pool in [*self.pools.values(), *self._async_pools.values()]:
+        with self._async_lock:
+            pools = [*self.pools.values(), *self._async_pools.values()]
+        for pool in pools:
             pool.close()
         if self.ttl_sweep_seconds:
-            terminate_now(self._ttl_pool)
+            _terminate_now(self._ttl_pool)
         self._moto.stop()
 
     def dispatch(
@@ -200,16 +227,27 @@ class LocalRuntime:
             return self._invoke_api(unquote(invoked["name"]), dict(headers), body)
         found = gateway.match(method, raw_path)
         if found is None:
-            return 404, {"Content-Type": "application/json"}, json.dumps({"message": "Not Found"}).encode()
-        if len(body) > gateway.MAX_PAYLOAD_BYTES:
-            return (
-                413,
-                {"Content-Type": "application/json"},
-                json.dumps({"message": "Request Entity Too Large"}).encode(),
-            )
+            return gateway.NOT_FOUND
         route, params = found
         event = gateway.build_event(route, params, method, raw_path, raw_query, headers, body, source_ip)
-        response = self.pools[route.function].invoke(event)
+        if gateway.event_too_large(event):
+            return gateway.refusal(
+                errors.GatewayPayloadTooLarge(
+                    "the request is over Lambda's 6 MB synchronous invocation limit "
+                    f"({gateway.LAMBDA_REQUEST_LIMIT_BYTES} bytes of event)"
+                )
+            )
+        try:
+            response = self.pools[route.function].invoke(event, wait_seconds=INTEGRATION_TIMEOUT_SECONDS)
+        except IntegrationTimedOut:
+            log.warning("%s %s: no answer within the integration timeout", method, raw_path)
+            return gateway.SERVICE_UNAVAILABLE
+        except InvocationFailed as exc:
+            log.warning("%s %s: %s", method, raw_path, exc)
+            return gateway.INTERNAL_SERVER_ERROR
+        if gateway.response_too_large(response):
+            log.warning("%s %s: response over Lambda's 6 MB limit", method, raw_path)
+            return gateway.INTERNAL_SERVER_ERROR
         status, out_headers, cookies, data = gateway.unpack_response(response)
         if cookies:
             out_headers["Set-Cookie"] = "; ".join(cookies)
@@ -233,8 +271,12 @@ class LocalRuntime:
         if kind == "Event":
             self.invoke_async(function, event)
             return 202, json_type, b""
-        pool = self.pools.get(function)
-        result = pool.invoke(event) if pool else invoke_in_process(function, event)
+        pool = self.pools.get(function) or self._async_pool(function)
+        try:
+            result = pool.invoke(event)
+        except InvocationFailed as exc:  # Lambda answers 200 and marks the function error
+            error = {"errorMessage": str(exc), "errorType": type(exc).__name__}
+            return 200, {**json_type, "X-Amz-Function-Error": "Unhandled"}, json.dumps(error).encode()
         return 200, json_type, json.dumps(result).encode()
 
 
@@ -247,9 +289,37 @@ def _ttl_engine() -> Sluice:
     return Sluice.from_settings(Settings.from_env())
 
 
+def _terminate_now(pool: ProcessPoolExecutor) -> None:
+    """Stop a process pool at once, a running task included (no public API before Python 3.14)."""
+    processes = list((pool._processes or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+
+
 def sweep_expired_items() -> int:
     """One pass of DynamoDB's TTL deletion over every queue (run in the TTL process)."""
     return _ttl_engine().shard_worker.run("sweep").swept_items
+
+
+def run_until_signalled(runtime: LocalRuntime, ready: Callable[[], None]) -> None:
+    """Serve until SIGINT/SIGTERM, then stop within `STOP_GRACE_SECONDS` whatever is running: a stop
+    that hangs (a stuck thread, a wedged moto call) ends the process anyway."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    runtime.start()
+    ready()
+    stop.wait()
+    watchdog = threading.Timer(STOP_GRACE_SECONDS, _exit_now)
+    watchdog.daemon = True
+    watchdog.start()
+    runtime.stop()
+
+
+def _exit_now() -> None:
+    log.error("sluice local did not stop within %s s; exiting", STOP_GRACE_SECONDS)
+    os._exit(1)
 
 
 def _handler_exists(function: str) -> bool:
@@ -262,26 +332,156 @@ def _handler_exists(function: str) -> bool:
 
 def _make_handler(runtime: LocalRuntime) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        """http.server's request parsing, with every refusal answered as API Gateway would (JSON, a
+        stable code) instead of its HTML error page or a dropped connection."""
+
         protocol_version = "HTTP/1.1"
         server_version = "sluice-local"
 
+        def handle_one_request(self) -> None:
+            """http.server's loop step, with API Gateway's request-line quota (it allows 64 KiB)."""
+            try:
+                line = self.rfile.readline(gateway.REQUEST_LINE_AND_HEADERS_BYTES + 1)
+            except OSError:  # reset by the client
+                self.close_connection = True
+                return
+            if not line:
+                self.close_connection = True
+                return
+            if len(line) > gateway.REQUEST_LINE_AND_HEADERS_BYTES:
+                self.raw_requestline, self.requestline = b"", ""
+                self.request_version, self.command = "HTTP/1.1", ""
+                self._refuse(errors.GatewayUriTooLong("the request line is over 10,240 bytes"))
+                return
+            self.raw_requestline = line
+            if not self.parse_request():
+                return
+            self._serve()
+            self.wfile.flush()
+
+        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+            """http.server's own refusals (request line, headers): JSON with a code, not HTML."""
+            kind = errors.GatewayHeadersTooLarge if code == 431 else errors.GatewayRequestMalformed
+            self._refuse(kind(f"malformed HTTP request: {message or explain or code}"))
+
+        def _refuse(self, exc: errors.SluiceError) -> None:
+            self.close_connection = True  # the rest of the stream cannot be trusted
+            if self.request_version == "HTTP/0.9":  # unparsed request line: still answer with a status line
+                self.request_version = "HTTP/1.1"
+            self._answer(*gateway.refusal(exc))
+            self.wfile.flush()
+            self._linger()
+
+        def _linger(self) -> None:
+            """Read what the client already sent before closing: closing with unread input makes the
+            kernel reset the connection, and the client could lose the answer."""
+            self.connection.settimeout(LINGER_SECONDS)
+            try:
+                for _ in range(LINGER_MAX_READS):
+                    if not self.connection.recv(65536):
+                        break
+            except OSError:
+                pass
+
+        def _read_body(self) -> bytes | None:
+            """The body per Content-Length (or chunked), or None when the request was refused here."""
+            encoding = self.headers.get("Transfer-Encoding")
+            if encoding is not None:
+                if encoding.strip().lower() != "chunked" or "Content-Length" in self.headers:
+                    self._refuse(
+                        errors.GatewayRequestMalformed(f"unsupported Transfer-Encoding {encoding!r}")
+                    )
+                    return None
+                return self._read_chunked()
+            declared = self.headers.get_all("Content-Length") or []
+            if not declared:
+                return b""
+            if len(set(declared)) > 1 or not declared[0].strip().isdigit():
+                self._refuse(
+                    errors.GatewayRequestMalformed(f"invalid Content-Length: {', '.join(declared)[:40]!r}")
+                )
+                return None
+            length = int(declared[0])
+            if length > gateway.API_GATEWAY_PAYLOAD_BYTES:  # not read at all; 6-10 MB are read, then refused
+                self._refuse(
+                    errors.GatewayPayloadTooLarge(
+                        f"the body ({length} bytes) is over Lambda's 6 MB synchronous invocation limit"
+                    )
+                )
+                return None
+            self.connection.settimeout(BODY_READ_TIMEOUT_SECONDS)  # a client that stops mid-body is refused
+            try:
+                body = self.rfile.read(length)
+            except TimeoutError:
+                body = b""
+            finally:
+                self.connection.settimeout(None)
+            if len(body) < length:
+                self._refuse(
+                    errors.GatewayRequestMalformed(
+                        f"the body ended after {len(body)} of its {length} bytes (Content-Length)"
+                    )
+                )
+                return None
+            return body
+
+        def _read_chunked(self) -> bytes | None:
+            """A chunked body, refused if malformed, cut off, or over API Gateway's payload quota."""
+            self.connection.settimeout(BODY_READ_TIMEOUT_SECONDS)
+            parts, total = [], 0
+            try:
+                while True:
+                    size_line = self.rfile.readline(1024).split(b";", 1)[0].strip()
+                    size = int(size_line, 16) if size_line and len(size_line) <= 16 else -1
+                    if size < 0:
+                        raise ValueError("bad chunk size")
+                    total += size
+                    if total > gateway.API_GATEWAY_PAYLOAD_BYTES:
+                        self._refuse(
+                            errors.GatewayPayloadTooLarge("the chunked body is over the payload limit")
+                        )
+                        return None
+                    if size == 0:
+                        while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):
+                            pass  # trailers
+                        return b"".join(parts)
+                    chunk = self.rfile.read(size)
+                    if len(chunk) < size or self.rfile.readline(3) not in (b"\r\n", b"\n"):
+                        raise ValueError("chunk cut off")
+                    parts.append(chunk)
+            except (ValueError, TimeoutError):
+                self._refuse(errors.GatewayRequestMalformed("the chunked body is malformed or cut off"))
+                return None
+            finally:
+                self.connection.settimeout(None)
+
         def _serve(self) -> None:
+            if len(str(self.headers)) + len(self.raw_requestline) > gateway.REQUEST_LINE_AND_HEADERS_BYTES:
+                self._refuse(
+                    errors.GatewayHeadersTooLarge("the request line and headers are over 10,240 bytes")
+                )
+                return
+            body = self._read_body()
+            if body is None:
+                return
             path, _, query = self.path.partition("?")
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
             try:
                 status, headers, data = runtime.dispatch(
                     self.command, path, query, list(self.headers.items()), body, self.client_address[0]
                 )
-            except Exception:  # the API Gateway answer to a crashed or timed-out integration
-                logging.getLogger("sluice.local").exception("integration failed")
-                status, headers = 500, {"Content-Type": "application/json"}
-                data = json.dumps({"message": "Internal Server Error"}).encode()
+            except Exception:  # a bug of the gateway itself: answered as API Gateway answers a failure
+                log.exception("integration failed")
+                status, headers, data = gateway.INTERNAL_SERVER_ERROR
+            self._answer(status, headers, data)
+
+        def _answer(self, status: int, headers: dict[str, str], data: bytes) -> None:
             self.send_response(status)
             for name, value in headers.items():
                 if name.lower() not in ("content-length", "connection"):
                     self.send_header(name, value)
             self.send_header("Content-Length", str(len(data)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sluice.constants import FUNCTION_HANDLERS
+
 STACK_NAME = "SluiceStack"
 HASH_FILE = ".sluice-synth-hash"
 HASHED_PATHS = ("stacks", "app.py", "cdk.json", "sluice/constants.py", "sluice/events.py", "pyproject.toml")
@@ -115,6 +117,18 @@ def synth(context: dict[str, Any] | None = None, *, force: bool = False, root: P
 def load_template(context: dict[str, Any] | None = None) -> dict[str, Any]:
     """The cached `SluiceStack.template.json`, synthesized first if missing or stale."""
     return json.loads(synth(context).read_text())
+
+
+def functions_from_template(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Function name (`constants.FUNCTION_HANDLERS` key) -> Properties of its `AWS::Lambda::Function`,
+    found by handler: logical ids carry CDK's hash suffixes, handlers do not."""
+    by_handler = {handler: name for name, handler in FUNCTION_HANDLERS.items()}
+    found: dict[str, dict[str, Any]] = {}
+    for res in template.get("Resources", {}).values():
+        props = res.get("Properties", {})
+        if res.get("Type") == "AWS::Lambda::Function" and props.get("Handler") in by_handler:
+            found[by_handler[props["Handler"]]] = props
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,33 +1,85 @@
 """Lambda containers for the local runtime: each worker process imports a handler and runs one event
-at a time, as a Lambda container does (Powertools resolvers keep per-request state on the app)."""
+at a time, as a Lambda container does (Powertools resolvers keep per-request state on the app).
+
+A container that dies (SIGKILL, a crash) or runs past its function timeout (a hang, SIGSTOP) is
+discarded, as Lambda discards an execution environment, and the next invocation starts a new one:
+one bad container never takes the function down.
+"""
 
 from __future__ import annotations
 
 import importlib
 import logging
 import os
+import signal
+import threading
 import time
 import uuid
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from multiprocessing import get_context
+from multiprocessing.connection import Connection
 from typing import Any
 
 from sluice.constants import FUNCTION_HANDLERS
 
-INVOKE_TIMEOUT_SECONDS = 30  # API Gateway's integration timeout
+INTEGRATION_TIMEOUT_SECONDS = 30.0  # API Gateway HTTP API's integration timeout (not adjustable)
+LAMBDA_DEFAULT_TIMEOUT_SECONDS = 3  # what Lambda applies when a function sets no Timeout
+LAMBDA_DEFAULT_MEMORY_MB = 128
+COLD_START_LIMIT_SECONDS = 60.0  # a container that cannot import its handler in this time is broken
+DELIVERY_ATTEMPTS = 2  # containers tried for one event that none has received yet
+_MP = get_context("spawn")
+log = logging.getLogger("sluice.local")
+
+
+@dataclass(frozen=True)
+class FunctionConfig:
+    """What the template says about one function (see `sluice.local.template.functions_from_template`)."""
+
+    timeout_seconds: float = 30.0
+    memory_mb: int = 512
+    reserved_concurrency: int | None = None
+
+    @classmethod
+    def from_properties(cls, props: dict[str, Any]) -> FunctionConfig:
+        """From an `AWS::Lambda::Function`'s Properties; absent values take Lambda's defaults."""
+        reserved = props.get("ReservedConcurrentExecutions")
+        return cls(
+            timeout_seconds=float(props.get("Timeout", LAMBDA_DEFAULT_TIMEOUT_SECONDS)),
+            memory_mb=int(props.get("MemorySize", LAMBDA_DEFAULT_MEMORY_MB)),
+            reserved_concurrency=None if reserved is None else int(reserved),
+        )
+
+
+class InvocationFailed(RuntimeError):
+    """The function did not return a result: Lambda reports a function error (API Gateway: 500)."""
+
+
+class ContainerCrashed(InvocationFailed):
+    """The container process died during the invocation (Lambda: `Runtime.ExitError`)."""
+
+
+class FunctionTimedOut(InvocationFailed):
+    """The invocation ran past the function's timeout; its container was killed (`Task timed out`)."""
+
+
+class IntegrationTimedOut(RuntimeError):
+    """No answer within API Gateway's integration timeout (HTTP API: 503); the function may still run."""
 
 
 class LocalContext:
     """The parts of the Lambda context object that Powertools and the handlers read."""
 
-    memory_limit_in_mb = 512
     function_version = "$LATEST"
     log_group_name = "/aws/lambda/local"
     log_stream_name = "local"
 
-    def __init__(self, function: str, timeout_seconds: float) -> None:
+    def __init__(self, function: str, timeout_seconds: float, memory_mb: int = 512) -> None:
         self.function_name = f"sluice-local-{function}"
         self.invoked_function_arn = f"arn:aws:lambda:us-east-1:000000000000:function:{self.function_name}"
+        self.memory_limit_in_mb = memory_mb
         self.aws_request_id = uuid.uuid4().hex
         self._deadline = time.monotonic() + timeout_seconds
 
@@ -35,57 +87,256 @@ class LocalContext:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
-def _init(env: dict[str, str]) -> None:
-    os.environ.update(env)
-
-
 def _handler(function: str) -> Any:
     module_name, _, attr = FUNCTION_HANDLERS[function].rpartition(".")
     return getattr(importlib.import_module(module_name), attr)
 
 
-def _import(function: str) -> None:
-    _handler(function)
+def invoke(function: str, event: dict[str, Any], config: FunctionConfig | None = None) -> Any:
+    """Run the handler in this process (no container): for tools and tests."""
+    config = config or FunctionConfig()
+    return _handler(function)(event, LocalContext(function, config.timeout_seconds, config.memory_mb))
 
 
-def invoke(function: str, event: dict[str, Any], timeout_seconds: float = INVOKE_TIMEOUT_SECONDS) -> Any:
-    return _handler(function)(event, LocalContext(function, timeout_seconds))
+def _container_main(conn: Connection, function: str, env: dict[str, str], config: FunctionConfig) -> None:
+    """The container's loop: import once (the cold start), then one event at a time until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the runtime stops us
+    os.environ.update(env)
+    os.environ["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] = str(config.memory_mb)
+    handler = _handler(function)
+    conn.send(("ready", None))
+    while True:
+        try:
+            event = conn.recv()
+        except EOFError:
+            return
+        if event is None:
+            return
+        context = LocalContext(function, config.timeout_seconds, config.memory_mb)
+        try:
+            conn.send(("ok", handler(event, context)))
+        except Exception as exc:  # a function error: Lambda returns it to the caller, the container lives on
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+class Container:
+    """One execution environment: a process and the pipe the runtime talks to it over."""
+
+    def __init__(self, function: str, env: dict[str, str], config: FunctionConfig) -> None:
+        self.conn, child = _MP.Pipe()
+        self.process = _MP.Process(
+            target=_container_main,
+            args=(child, function, env, config),
+            name=f"sluice-{function}",
+            daemon=True,
+        )
+        self.process.start()
+        child.close()  # so the parent sees EOF the moment the container dies
+        self.ready = False
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def wait_ready(self, timeout: float) -> None:
+        if self.ready:
+            return
+        if not self.conn.poll(timeout):
+            raise FunctionTimedOut("the container did not start in time")
+        try:
+            self.conn.recv()
+        except (EOFError, OSError) as exc:
+            raise ContainerCrashed(f"the container exited during its cold start: {exc!r}") from exc
+        self.ready = True
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(2)
+        self.conn.close()
 
 
 class FunctionPool:
-    """Up to `concurrency` containers of one function, started on demand."""
+    """Up to `concurrency` containers of one function, started on demand and replaced when lost.
 
-    def __init__(self, function: str, concurrency: int, env: dict[str, str]) -> None:
+    `invoke` is a synchronous (RequestResponse) invocation; `submit` an asynchronous one (Event)."""
+
+    def __init__(
+        self, function: str, concurrency: int, env: dict[str, str], config: FunctionConfig | None = None
+    ) -> None:
         self.function = function
-        self._pool = ProcessPoolExecutor(
-            max_workers=concurrency, mp_context=get_context("spawn"), initializer=_init, initargs=(env,)
-        )
+        self.config = config or FunctionConfig()
+        if self.config.reserved_concurrency is not None:
+            concurrency = min(concurrency, self.config.reserved_concurrency)
+        self.concurrency = max(1, concurrency)
+        self._env = env
+        self._slots = threading.BoundedSemaphore(self.concurrency)
+        self._lock = threading.Lock()
+        self._idle: list[Container] = []
+        self._busy: set[Container] = set()
+        self._closed = False
+        self._async: ThreadPoolExecutor | None = None
+        self.replaced = 0  # containers discarded after a crash or a timeout
 
-    def invoke(self, event: dict[str, Any], timeout_seconds: float = INVOKE_TIMEOUT_SECONDS) -> Any:
-        return self._pool.submit(invoke, self.function, event, timeout_seconds).result(timeout_seconds + 5)
-
-    def submit(self, event: dict[str, Any], timeout_seconds: float = INVOKE_TIMEOUT_SECONDS) -> None:
-        """Run `event` without waiting for it (asynchronous invocation); failures are logged."""
-        future = self._pool.submit(invoke, self.function, event, timeout_seconds)
-        future.add_done_callback(_log_failure)
+    def pids(self) -> list[int]:
+        """Process ids of the live containers (for fault tests)."""
+        with self._lock:
+            return [p.pid for p in [*self._idle, *self._busy] if p.pid is not None]
 
     def warm(self) -> None:
-        """Import the handler in one container now, so the first request does not pay for it."""
-        self._pool.submit(_import, self.function).result(60)
+        """Start one container now, so the first request does not pay for the cold start."""
+        with self._slots_taken(COLD_START_LIMIT_SECONDS):
+            container = self._take()
+            try:
+                container.wait_ready(COLD_START_LIMIT_SECONDS)
+            except InvocationFailed:
+                self._discard(container)
+                raise
+            self._give_back(container)
+
+    def invoke(self, event: dict[str, Any], wait_seconds: float | None = None) -> Any:
+        """The function's result, or `InvocationFailed` (function error, crash, timeout). With
+        `wait_seconds` (API Gateway's integration timeout) the caller stops waiting then with
+        `IntegrationTimedOut`, while the invocation runs on to its own timeout as in Lambda."""
+        deadline = None if wait_seconds is None else time.monotonic() + wait_seconds
+        if wait_seconds is None:
+            return self._run(event)
+        done = threading.Event()
+        outcome: list[tuple[bool, Any]] = []
+
+        def run() -> None:
+            try:
+                outcome.append((True, self._run(event)))
+            except BaseException as exc:
+                outcome.append((False, exc))
+            done.set()
+
+        threading.Thread(target=run, name=f"invoke-{self.function}", daemon=True).start()
+        if not done.wait(max(0.0, deadline - time.monotonic())):
+            raise IntegrationTimedOut(f"{self.function} did not answer within {wait_seconds:g} s")
+        ok, value = outcome[0]
+        if ok:
+            return value
+        raise value
+
+    def submit(self, event: dict[str, Any]) -> None:
+        """Run `event` without waiting for it (asynchronous invocation); failures are logged."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._async is None:
+                self._async = ThreadPoolExecutor(
+                    self.concurrency, thread_name_prefix=f"async-{self.function}"
+                )
+            self._async.submit(self._run_logged, event)
+
+    def _run_logged(self, event: dict[str, Any]) -> None:
+        try:
+            self._run(event)
+        except InvocationFailed as exc:
+            if not self._closed:
+                log.warning("async invocation of %s failed: %s", self.function, exc)
+
+    def _run(self, event: dict[str, Any]) -> Any:
+        with self._slots_taken(None):
+            container = self._deliver(event)
+            try:
+                if not container.conn.poll(self.config.timeout_seconds):
+                    raise FunctionTimedOut(
+                        f"{self.function}: task timed out after {self.config.timeout_seconds:g} seconds"
+                    )
+                kind, value = container.conn.recv()
+            except (EOFError, OSError) as exc:
+                self._discard(container)
+                raise ContainerCrashed(f"{self.function}: the container exited ({exc!r})") from exc
+            except InvocationFailed:
+                self._discard(container)
+                raise
+            self._give_back(container)
+        if kind == "error":
+            raise InvocationFailed(f"{self.function}: {value}")
+        return value
+
+    def _deliver(self, event: dict[str, Any]) -> Container:
+        """A container that has received `event`. One that died before getting it (killed while idle,
+        or during its cold start) never ran it, so a fresh container takes the event instead."""
+        for attempt in range(DELIVERY_ATTEMPTS):
+            container = self._take()
+            try:
+                container.wait_ready(COLD_START_LIMIT_SECONDS)
+                container.conn.send(event)
+                return container
+            except (EOFError, OSError, ContainerCrashed) as exc:
+                self._discard(container)
+                if attempt == DELIVERY_ATTEMPTS - 1:
+                    raise ContainerCrashed(f"{self.function}: no container took the event ({exc!r})") from exc
+            except InvocationFailed:
+                self._discard(container)
+                raise
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def _slots_taken(self, timeout: float | None) -> Iterator[None]:
+        """One of the function's `concurrency` slots (a busy or idle container)."""
+        if not self._slots.acquire(timeout=timeout):
+            raise FunctionTimedOut(f"{self.function}: no container free")
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+    def _take(self) -> Container:
+        with self._lock:
+            if self._closed:
+                raise ContainerCrashed(f"{self.function}: the runtime is stopping")
+            container = self._idle.pop() if self._idle else None
+        if container is None or not container.process.is_alive():
+            if container is not None:
+                self._discard(container)
+            container = Container(self.function, self._env, self.config)
+        with self._lock:
+            self._busy.add(container)
+            closed = self._closed
+        if closed:
+            self._discard(container)
+            raise ContainerCrashed(f"{self.function}: the runtime is stopping")
+        return container
+
+    def _give_back(self, container: Container) -> None:
+        with self._lock:
+            self._busy.discard(container)
+            if not self._closed:
+                self._idle.append(container)
+                return
+        container.kill()
+
+    def _discard(self, container: Container) -> None:
+        with self._lock:
+            self._busy.discard(container)
+            if container in self._idle:
+                self._idle.remove(container)
+            if not self._closed:
+                self.replaced += 1
+        container.kill()
+        if not self._closed:
+            log.warning(
+                "%s: container %s discarded; the next invocation starts a new one",
+                self.function,
+                container.pid,
+            )
 
     def close(self) -> None:
-        """Stop at once, running invocations included: a scheduled coordinator run loops for most of a
-        minute, and the interpreter would otherwise wait for it at exit."""
-        terminate_now(self._pool)
-
-
-def terminate_now(pool: ProcessPoolExecutor) -> None:
-    processes = list((pool._processes or {}).values())  # no public API before Python 3.14
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        process.terminate()
-
-
-def _log_failure(future: Any) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        logging.getLogger("sluice.local").warning("async invocation failed: %r", future.exception())
+        """Kill every container at once, busy or not: stopping never waits for a running invocation."""
+        with self._lock:
+            self._closed = True
+            containers = [*self._idle, *self._busy]
+            self._idle.clear()
+            self._busy.clear()
+            executor = self._async
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+        for container in containers:
+            if container.process.is_alive():
+                container.process.kill()
+        for container in containers:
+            container.process.join(2)

@@ -22,13 +22,14 @@ E2E_TOKEN = "e2e-admin-token"
 class LocalServer:
     url: str
     process: subprocess.Popen
+    token: str = E2E_TOKEN
 
     def client(self, token: str = E2E_TOKEN) -> SluiceClient:
         return SluiceClient(self.url, token)
 
 
-@pytest.fixture(scope="session")
-def local_server() -> Iterator[LocalServer]:
+def start_local_server() -> LocalServer:
+    """`sluice local` on a free port, once it printed its ready line."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
     process = subprocess.Popen(
         [sys.executable, "-m", "sluice.cli", "local", "--port", "0", "--admin-token", E2E_TOKEN],
@@ -51,11 +52,38 @@ def local_server() -> Iterator[LocalServer]:
     if url is None:
         process.kill()
         pytest.fail("sluice local did not print its ready line")
-    server = LocalServer(url, process)
-    yield server
-    process.send_signal(signal.SIGTERM)
+    return LocalServer(url, process)
+
+
+def stop_local_server(server: LocalServer) -> None:
+    server.process.send_signal(signal.SIGTERM)
     try:
-        process.wait(timeout=20)
+        server.process.wait(timeout=20)
     except subprocess.TimeoutExpired:
-        process.kill()
+        server.process.kill()
         raise
+
+
+def worker_pids(parent: int) -> list[int]:
+    """The Lambda containers (spawned worker processes) of a `sluice local` process."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and b"spawn_main" in cmdline:
+            pids.append(int(entry))
+    return pids
+
+
+@pytest.fixture(scope="session")
+def local_server() -> Iterator[LocalServer]:
+    server = start_local_server()
+    yield server
+    stop_local_server(server)
