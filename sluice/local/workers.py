@@ -13,6 +13,7 @@ from multiprocessing import get_context
 from typing import Any
 
 from sluice.constants import FUNCTION_HANDLERS
+from sluice.local import callaudit
 
 INVOKE_TIMEOUT_SECONDS = 30  # API Gateway's integration timeout
 
@@ -49,7 +50,9 @@ def _import(function: str) -> None:
 
 
 def invoke(function: str, event: dict[str, Any], timeout_seconds: float = INVOKE_TIMEOUT_SECONDS) -> Any:
-    return _handler(function)(event, LocalContext(function, timeout_seconds))
+    callaudit.install_from_env()  # tests record this function's AWS calls for the IAM audit
+    with callaudit.attributed(function):
+        return _handler(function)(event, LocalContext(function, timeout_seconds))
 
 
 class FunctionPool:
