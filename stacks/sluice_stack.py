@@ -54,13 +54,17 @@ class SluiceStack(Stack):
             memory_mb=config.lambda_memory_mb,
             powertools_layer_arn=config.powertools_layer_arn,
             powertools_version=config.powertools_version,
+            powertools_layer_version=config.powertools_layer_version,
+            retain_logs=config.retain_data,
         )
         self.functions = factory.create_all()
         # The coordinator starts push workers and shard work by name.
         coordinator = self.functions[c.FN_COORDINATOR]
         coordinator.add_environment(c.ENV_CONSUMER_FUNCTION, self.functions[c.FN_CONSUMER].function_name)
         coordinator.add_environment(c.ENV_SHARD_FUNCTION, self.functions[c.FN_SHARD].function_name)
-        grant_function_access(self.functions, self.storage)
+        grant_function_access(
+            self.functions, self.storage, push_lambda_targets=config.push_lambda_target_list
+        )
 
         self.http = HttpApi(
             self,
@@ -70,6 +74,7 @@ class SluiceStack(Stack):
             throttle_rate=config.api_throttle_rate,
             throttle_burst=config.api_throttle_burst,
             log_retention_days=config.log_retention_days,
+            retain_logs=config.retain_data,
         )
         self.schedule = CoordinatorSchedule(self, "Schedule", stage=config.stage, coordinator=coordinator)
         self.glue = GlueJobs(self, "Glue", stage=config.stage, storage=self.storage, api_url=self.http.url)
@@ -90,3 +95,6 @@ class SluiceStack(Stack):
         CfnOutput(self, "ControlTableName", value=self.storage.control_table.table_name)
         CfnOutput(self, "GlueTokenSecretArn", value=self.glue.token_secret.secret_arn)
         CfnOutput(self, "DashboardName", value=f"sluice-{config.stage}")
+        CfnOutput(self, "ApiAccessLogGroup", value=self.http.access_logs.log_group_name)
+        for name, fn in self.functions.items():
+            CfnOutput(self, f"{name.capitalize()}LogGroup", value=fn.log_group.log_group_name)

@@ -7,8 +7,8 @@ import json
 import os
 import tempfile
 import uuid
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest

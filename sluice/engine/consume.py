@@ -534,7 +534,7 @@ class Consumer:
                 try:
                     self.publisher.publish(dlq, outgoing[start : start + 100])
                 except errors.QueueNotFound:  # deleted since it was configured: created again, as at setup
-                    self.directory.registry.ensure(dlq)
+                    self.directory.registry.ensure_dead_letter(dlq, queue.settings)
                     self.publisher.publish(dlq, outgoing[start : start + 100])
             faults.crash_point(faults.DLQ_AFTER_WRITE)
         for seq in seqs:

@@ -131,7 +131,11 @@ _S3_OBJECT_ACTIONS = {
     "AbortMultipartUpload": "s3:AbortMultipartUpload",
     "DeleteObject": "s3:DeleteObject",
 }
-_S3_BUCKET_ACTIONS = {"ListObjectsV2": "s3:ListBucket", "ListObjects": "s3:ListBucket", "HeadBucket": "s3:ListBucket"}
+_S3_BUCKET_ACTIONS = {
+    "ListObjectsV2": "s3:ListBucket",
+    "ListObjects": "s3:ListBucket",
+    "HeadBucket": "s3:ListBucket",
+}
 
 
 def _s3(op: str, params: dict[str, Any], region: str) -> list[tuple[str, str]] | None:

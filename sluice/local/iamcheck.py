@@ -81,7 +81,7 @@ class TemplateRoles:
             return [self.resolve(v) for v in value]
         if len(value) != 1:
             return {k: self.resolve(v) for k, v in value.items()}
-        (fn, arg), = value.items()
+        ((fn, arg),) = value.items()
         if fn == "Ref":
             return self._ref(arg)
         if fn == "Fn::GetAtt":
