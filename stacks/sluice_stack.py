@@ -6,7 +6,7 @@ Environment-agnostic (no account/region at synth): ARNs use `Aws.REGION`/`Aws.AC
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Stack, Tags
+from aws_cdk import CfnOutput, Fn, Stack, Tags
 from constructs import Construct
 
 from sluice import constants as c
@@ -18,6 +18,15 @@ from stacks.glue import GlueJobs
 from stacks.monitoring import Monitoring
 from stacks.schedule import CoordinatorSchedule
 from stacks.storage import Storage
+
+# aws secretsmanager put-secret-value --secret-id <secret> --secret-string "$(curl ... <api>/v1/tokens ...)"
+# `jq -e` fails on a missing token, so an error answer never becomes the secret's value.
+GLUE_TOKEN_COMMAND = (
+    "aws secretsmanager put-secret-value --secret-id ",
+    ' --secret-string "$(curl -sS -X POST ',
+    "/v1/tokens -H \"Authorization: Bearer $TOKEN\" -H 'content-type: application/json' "
+    """-d '{"queue": "'"$QUEUE"'", "scopes": ["read", "write"]}' | jq -er .result.token)\"""",
+)
 
 
 class SluiceStack(Stack):
@@ -94,6 +103,23 @@ class SluiceStack(Stack):
         CfnOutput(self, "SegmentBucketName", value=self.storage.segment_bucket.bucket_name)
         CfnOutput(self, "ControlTableName", value=self.storage.control_table.table_name)
         CfnOutput(self, "GlueTokenSecretArn", value=self.glue.token_secret.secret_arn)
+        # The secret starts as a random value: Glue pull-consumer runs get 401 until a real token
+        # (read+write on the job's queue) is stored in it. The exact command, with this stack's names:
+        CfnOutput(
+            self,
+            "GlueTokenSetup",
+            description="With TOKEN (admin) and QUEUE set: mint a read+write token and store it for Glue",
+            value=Fn.join(
+                "",
+                [
+                    GLUE_TOKEN_COMMAND[0],
+                    self.glue.token_secret.secret_arn,
+                    GLUE_TOKEN_COMMAND[1],
+                    self.http.url,
+                    GLUE_TOKEN_COMMAND[2],
+                ],
+            ),
+        )
         CfnOutput(self, "DashboardName", value=f"sluice-{config.stage}")
         CfnOutput(self, "ApiAccessLogGroup", value=self.http.access_logs.log_group_name)
         for name, fn in self.functions.items():

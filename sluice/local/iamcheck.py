@@ -55,7 +55,7 @@ def load_calls(path: Path) -> list[Call]:
         if line.strip():
             rec = json.loads(line)
             calls.append(Call(rec["function"], rec["stage"], rec["action"], rec["resource"], rec["region"]))
-    return calls
+    return list(dict.fromkeys(calls))  # each process writes a call once; several processes may repeat it
 
 
 class TemplateRoles:

@@ -99,3 +99,14 @@ def test_config_rejects_bad_push_targets() -> None:
     with pytest.raises(ValueError, match="push_lambda_targets"):
         SluiceConfig(push_lambda_targets="orders fn").validate()
     assert SluiceConfig(push_lambda_targets="").push_lambda_target_list == []
+
+
+def test_glue_token_setup_output_names_this_stacks_secret_and_api(cfn: dict[str, Any]) -> None:
+    from tests.infra.helpers import literal, refs
+
+    output = cfn["Outputs"]["GlueTokenSetup"]["Value"]
+    text = literal(output)
+    assert text.startswith("aws secretsmanager put-secret-value --secret-id <ref>")
+    assert '/v1/tokens -H "Authorization: Bearer $TOKEN"' in text and "jq -er .result.token" in text
+    secrets = set(of_type(cfn["Resources"], "AWS::SecretsManager::Secret"))
+    assert refs(output) & secrets

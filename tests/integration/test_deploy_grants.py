@@ -66,3 +66,29 @@ def test_push_to_a_lambda_target_invokes_it_from_the_consumer(api, queue_name):
     # moto cannot run the function (no Docker), so the batch is not delivered; the call was made.
     assert report["failed"] >= 1, json.dumps(report)
     assert target in _recorded(c.FN_CONSUMER, "lambda:InvokeFunction")
+
+
+def test_auto_created_dead_letter_queue_copies_what_bounds_acceptance(engine, queue_name):
+    dlq = f"{queue_name}-dlq"
+    source = {
+        "max_message_bytes": 1_048_576,
+        "bottomless": True,
+        "retention_seconds": 3_000_000,
+        "max_shards": 8,
+        "max_retries": 7,
+        "dead_letter_queue": dlq,
+    }
+    engine.queues.create(queue_name, source)
+    made = engine.queues.get(dlq).settings
+    assert (made.max_message_bytes, made.bottomless, made.retention_seconds, made.max_shards) == (
+        1_048_576,
+        True,
+        3_000_000,
+        8,
+    )
+    assert made.max_retries == 3 and made.dead_letter_queue is None  # delivery settings: defaults
+    # A queue that already exists is the user's: naming it as a DLQ does not change it.
+    own = f"{queue_name}-own"
+    engine.queues.create(own, {"max_message_bytes": 1000})
+    engine.queues.create(f"{queue_name}-b", {"max_message_bytes": 50_000, "dead_letter_queue": own})
+    assert engine.queues.get(own).settings.max_message_bytes == 1000
