@@ -92,3 +92,28 @@ def test_auto_created_dead_letter_queue_copies_what_bounds_acceptance(engine, qu
     engine.queues.create(own, {"max_message_bytes": 1000})
     engine.queues.create(f"{queue_name}-b", {"max_message_bytes": 50_000, "dead_letter_queue": own})
     assert engine.queues.get(own).settings.max_message_bytes == 1000
+
+
+def test_large_messages_exhausted_together_all_reach_the_dead_letter_queue(clocked, clock, queue_name):
+    """Four 300 KB messages retried out at once: 1.2 MB, more than one send request carries (1 MiB).
+    The DLQ publish is split by bytes, so none is refused; redrive moves them back the same way."""
+    from sluice.models import OutgoingMessage
+
+    dlq = f"{queue_name}-dlq"
+    clocked.queues.create(
+        queue_name, {"max_message_bytes": 400_000, "max_retries": 1, "dead_letter_queue": dlq}
+    )
+    for i in range(4):  # one request each: 4 x 300 KB is over the request limit too
+        clocked.publisher.publish(
+            queue_name, [OutgoingMessage(body=f"{i}".encode() * 300_000, content_type="text")]
+        )
+    pulled = clocked.consumer.pull(queue_name, group="default", batch_size=10).messages
+    assert len(pulled) == 4
+    from sluice.engine.consume import RetryRequest
+
+    clocked.consumer.ack(queue_name, [], [RetryRequest(d.lease_id) for d in pulled])
+    assert clocked.consumer.pull(queue_name, group="default", batch_size=10).messages == []
+    dead = clocked.consumer.pull(dlq, group="default", batch_size=10, visibility_ms=1).messages
+    assert sorted(len(d.body) for d in dead) == [300_000] * 4
+    clock.advance(10)
+    assert clocked.operations.redrive(queue_name, dlq)["moved"] == 4
