@@ -4,11 +4,14 @@
 #   make lint-template    cfn-lint on the template (errors fail; warnings are printed; W3005 ignored)
 #   make test-infra       CDK assertion, cdk-nag and template-provisioning tests
 #   make cdk-diff / cdk-deploy / cdk-destroy / cdk-bootstrap   the pinned CDK CLI (needs AWS credentials)
+#   STAGE=prod make cdk-deploy   deploys CloudFormation stack `sluice-prod` (-c stage=prod); the construct
+#                                id and template file stay `SluiceStack` for every stage
+#   CDK_CONTEXT="-c retain_data=false -c push_lambda_targets=orders-*"   more context for the CLI targets
 
 INFRA_PY        ?= .venv/bin/python
 # cdk.json runs `python app.py`: put the project venv first on PATH for the CLI targets.
 INFRA_CDK_CLI   ?= PATH="$(CURDIR)/.venv/bin:$$PATH" npx -y aws-cdk@2.1148.1
-INFRA_CDK_FLAGS ?= --no-notices
+INFRA_CDK_FLAGS ?= --no-notices $(if $(STAGE),-c stage=$(STAGE)) $(CDK_CONTEXT)
 INFRA_TEMPLATE  := cdk.out/SluiceStack.template.json
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true

@@ -32,6 +32,9 @@ ENV_SHARD_WCU_CEILING: Final = "SLUICE_SHARD_WCU_CEILING"  # write units/s one s
 ENV_SCALE_DOWN_AFTER_SECONDS: Final = "SLUICE_SCALE_DOWN_AFTER_SECONDS"
 ENV_LAMBDA_ENDPOINT_URL: Final = "SLUICE_LAMBDA_ENDPOINT_URL"  # the local runtime serves Lambda Invoke
 ENV_ALLOW_LOCAL_WEBHOOKS: Final = "SLUICE_ALLOW_LOCAL_WEBHOOKS"  # http://127.0.0.1 targets (local only)
+# Tests: append every AWS call a handler makes (function, IAM action, resource ARN) to this JSON-lines
+# file; `sluice.local.iamcheck` then checks each against that function's role in the template.
+ENV_IAM_AUDIT_FILE: Final = "SLUICE_IAM_AUDIT_FILE"
 
 # Powertools' own variables, set by the stack so handlers log/trace under one service name.
 ENV_POWERTOOLS_SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"

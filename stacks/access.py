@@ -1,11 +1,16 @@
 """Least-privilege grants, one function at a time. Each grant names only Sluice's own resources.
 
-| function    | DynamoDB            | SSM (shard-map path) | S3 segment bucket        | Lambda invoke        |
-|-------------|---------------------|----------------------|--------------------------|----------------------|
-| broker      | control + shards RW | get, put, delete     | put/get `overflow/*`     | -                    |
-| consumer    | control + shards RW | get                  | read (get + list)        | -                    |
-| shard       | control + shards RW | -                    | read/write/delete + list | -                    |
-| coordinator | control + shards RW | get, put             | -                        | consumer, shard only |
+| function    | DynamoDB            | SSM (shard-map path) | S3 segment bucket          | Lambda invoke   |
+|-------------|---------------------|----------------------|----------------------------|-----------------|
+| broker      | control + shards RW | get, put, delete     | put/get `overflow/*`       | -               |
+| consumer    | control + shards RW | get                  | read + list, put overflow/ | push targets    |
+| shard       | control + shards RW | -                    | read/write/delete + list   | -               |
+| coordinator | control + shards RW | get, put             | -                          | consumer, shard |
+
+The consumer writes `overflow/*` when it moves a message over the DynamoDB item limit to a dead letter
+queue, and invokes the functions of push consumers of type `lambda`: only those context
+`push_lambda_targets` names (default `sluice-<stage>-push-*`). The grants are checked against the calls
+the handlers really make by the IAM call audit of the test suite (`sluice/local/iamcheck.py`).
 
 Metrics go out as CloudWatch EMF log lines (Powertools), so no function needs cloudwatch:PutMetricData.
 The shard function has no trigger: the coordinator invokes it (and the consumer, for push delivery).
@@ -13,7 +18,7 @@ The shard function has no trigger: the coordinator invokes it (and the consumer,
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from cdk_nag import NagSuppressions
@@ -35,7 +40,28 @@ def shard_map_parameter_arns(stack: Stack, prefix: str) -> list[str]:
     ]
 
 
-def grant_function_access(functions: dict[str, lambda_.Function], storage: Storage) -> None:
+def push_target_arns(stack: Stack, targets: list[str]) -> list[str]:
+    """Each configured target as a function ARN (names in this account and region), plus `:*` so
+    versions and aliases of it (qualified ARNs) may be invoked too."""
+    arns = []
+    for target in targets:
+        arn = (
+            target
+            if target.startswith("arn:")
+            else stack.format_arn(
+                service="lambda",
+                resource="function",
+                resource_name=target,
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
+        )
+        arns += [arn, f"{arn}:*"] if arn.count(":") == 6 else [arn]
+    return arns
+
+
+def grant_function_access(
+    functions: dict[str, lambda_.Function], storage: Storage, *, push_lambda_targets: list[str]
+) -> None:
     stack = Stack.of(storage)
     ssm_arns = shard_map_parameter_arns(stack, storage.shard_map_prefix)
     bucket = storage.segment_bucket
@@ -62,6 +88,17 @@ def grant_function_access(functions: dict[str, lambda_.Function], storage: Stora
         iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects("*")])
     )
     consumer.add_to_role_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
+    consumer.add_to_role_policy(
+        iam.PolicyStatement(
+            actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{OVERFLOW_PREFIX}*")]
+        )
+    )
+    if push_lambda_targets:
+        consumer.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["lambda:InvokeFunction"], resources=push_target_arns(stack, push_lambda_targets)
+            )
+        )
 
     shard = functions[c.FN_SHARD]
     shard.add_to_role_policy(
@@ -117,6 +154,19 @@ def grant_function_access(functions: dict[str, lambda_.Function], storage: Stora
                         }
                     ]
                     if name != c.FN_COORDINATOR
+                    else []
+                ),
+                *(
+                    [
+                        {
+                            "id": "AwsSolutions-IAM5",
+                            "reason": "Push consumers of type lambda invoke user functions chosen at "
+                            "runtime; the grant is limited to the functions named by context "
+                            "push_lambda_targets (default sluice-<stage>-push-*) and their versions.",
+                            "applies_to": [{"regex": "/^Resource::arn:<AWS::Partition>:lambda:.*$/g"}],
+                        }
+                    ]
+                    if name == c.FN_CONSUMER
                     else []
                 ),
             ],

@@ -18,7 +18,7 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from sluice import constants as c
-from stacks.functions import log_retention
+from stacks.functions import log_removal_policy, log_retention
 
 ACCESS_LOG_FORMAT = apigw.AccessLogFormat.custom(
     '{"requestId":"$context.requestId","ip":"$context.identity.sourceIp",'
@@ -57,6 +57,7 @@ class HttpApi(Construct):
         throttle_rate: float,
         throttle_burst: int,
         log_retention_days: int,
+        retain_logs: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         self.api = apigwv2.HttpApi(
@@ -66,11 +67,12 @@ class HttpApi(Construct):
             description="Sluice HTTP API (native /v1, Cloudflare Queues and Durable Streams faces)",
             create_default_stage=False,
         )
+        # Generated name (see the ApiAccessLogGroup output): a destroyed stage can be deployed again.
         self.access_logs = logs.LogGroup(
             self,
             "AccessLogs",
-            log_group_name=f"/sluice/{stage}/api-access",
             retention=log_retention(log_retention_days),
+            removal_policy=log_removal_policy(retain_logs),
         )
         self.stage = apigwv2.HttpStage(
             self,

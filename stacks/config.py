@@ -6,12 +6,18 @@ Every knob has a default so `python app.py` synthesizes with no arguments and no
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from constructs import Node
 
 from sluice import constants as c
+
+# A function name (wildcards allowed) or a full Lambda function ARN, optionally qualified.
+PUSH_TARGET_RE = re.compile(
+    r"[A-Za-z0-9_*-]{1,140}|arn:aws[a-z-]*:lambda:[a-z0-9*-]+:(\d{12}|\*):function:[A-Za-z0-9_*-]+(:[A-Za-z0-9_$*-]+)?"
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,12 @@ class SluiceConfig:
     coordinator_tick_seconds: float = c.DEFAULT_COORDINATOR_TICK_SECONDS
     shard_flush_seconds: float = c.DEFAULT_SHARD_FLUSH_SECONDS
     shard_maintenance_seconds: float = c.DEFAULT_SHARD_MAINTENANCE_SECONDS
+    # Fallback when the SSM parameter is missing in a region: the layer's version number (the `:<n>` of
+    # AWSLambdaPowertoolsPythonV3-python312-arm64), turned into an ARN for the deploy region.
+    powertools_layer_version: int = 0
+    # Lambda functions push consumers of type `lambda` may target: comma-separated function names or
+    # ARNs, `*` wildcards allowed; `{stage}` is replaced by the stage. Empty: no Lambda push targets.
+    push_lambda_targets: str = "sluice-{stage}-push-*"
 
     @classmethod
     def from_node(cls, node: Node) -> SluiceConfig:
@@ -62,6 +74,19 @@ class SluiceConfig:
             raise ValueError("coordinator_tick_seconds must be 1..half the schedule's period")
         if self.shard_flush_seconds <= 0 or self.shard_maintenance_seconds <= 0:
             raise ValueError("shard_flush_seconds and shard_maintenance_seconds must be positive")
+        if self.powertools_layer_version < 0:
+            raise ValueError("powertools_layer_version must be a layer version number (0 = unset)")
+        for target in self.push_lambda_target_list:
+            if not PUSH_TARGET_RE.fullmatch(target):
+                raise ValueError(
+                    f"push_lambda_targets entry {target!r}: use a function name or a Lambda function "
+                    "ARN (letters, digits, '-', '_', '*', ':' in ARNs)"
+                )
+
+    @property
+    def push_lambda_target_list(self) -> list[str]:
+        raw = self.push_lambda_targets.replace("{stage}", self.stage)
+        return [t.strip() for t in raw.split(",") if t.strip()]
 
     def to_context(self) -> dict[str, Any]:
         return asdict(self)

@@ -8,7 +8,11 @@
   aws-xray-sdk and the other extras: exactly the third-party code `sluice` needs, with no bundling step.
   The ARN is resolved at deploy time from AWS's public SSM parameter
   `/aws/service/powertools/python/arm64/python3.12/<version>` for the version pinned in pyproject.toml,
-  so the layer matches our pin in every region; context `powertools_layer_arn` overrides it.
+  so the layer matches our pin in every region. Fallbacks when that parameter is missing in a region
+  (docs/deploy.md): context `powertools_layer_version` (the layer's version number, made into this
+  region's ARN) or `powertools_layer_arn` (an explicit ARN; wins over both).
+- Logs: one log group per function with a generated name (`fn.log_group.log_group_name`), removed with
+  the stack unless data is retained: a destroyed stage deploys again without name collisions.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Duration, Fn
+from aws_cdk import Aws, Duration, Fn, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -116,13 +120,21 @@ class FunctionFactory(Construct):
         memory_mb: int,
         powertools_layer_arn: str = "",
         powertools_version: str = "",
+        powertools_layer_version: int = 0,
+        retain_logs: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         self.stage = stage
         self.environment = environment
         self.memory_mb = memory_mb
         self.retention = log_retention(log_retention_days)
+        self.log_removal = log_removal_policy(retain_logs)
         self.code = lambda_.Code.from_asset(str(stage_code()))
+        if not powertools_layer_arn and powertools_layer_version:
+            powertools_layer_arn = (
+                f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{POWERTOOLS_ACCOUNT}:layer:"
+                f"{POWERTOOLS_LAYER_NAME}:{powertools_layer_version}"
+            )
         if not powertools_layer_arn:
             version = powertools_version or pinned_powertools_version()
             powertools_layer_arn = ssm.StringParameter.value_for_string_parameter(
@@ -142,10 +154,7 @@ class FunctionFactory(Construct):
         title = name.capitalize()
         spec = SPECS[name]
         log_group = logs.LogGroup(
-            self,
-            f"{title}Logs",
-            log_group_name=f"/aws/lambda/sluice-{self.stage}-{name}",
-            retention=self.retention,
+            self, f"{title}Logs", retention=self.retention, removal_policy=self.log_removal
         )
         role = iam.Role(
             self,
@@ -211,6 +220,12 @@ _RETENTION_DAYS = (
     3288,
     3653,
 )
+
+
+def log_removal_policy(retain: bool) -> RemovalPolicy:
+    """Log groups follow the data: kept on `cdk destroy` only when the stage keeps its data. Their
+    names are generated, so a kept log group never blocks deploying the stage again."""
+    return RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
 
 
 def log_retention(days: int) -> logs.RetentionDays:

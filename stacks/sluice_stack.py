@@ -6,7 +6,7 @@ Environment-agnostic (no account/region at synth): ARNs use `Aws.REGION`/`Aws.AC
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Stack, Tags
+from aws_cdk import CfnOutput, Fn, Stack, Tags
 from constructs import Construct
 
 from sluice import constants as c
@@ -18,6 +18,15 @@ from stacks.glue import GlueJobs
 from stacks.monitoring import Monitoring
 from stacks.schedule import CoordinatorSchedule
 from stacks.storage import Storage
+
+# aws secretsmanager put-secret-value --secret-id <secret> --secret-string "$(curl ... <api>/v1/tokens ...)"
+# `jq -e` fails on a missing token, so an error answer never becomes the secret's value.
+GLUE_TOKEN_COMMAND = (
+    "aws secretsmanager put-secret-value --secret-id ",
+    ' --secret-string "$(curl -sS -X POST ',
+    "/v1/tokens -H \"Authorization: Bearer $TOKEN\" -H 'content-type: application/json' "
+    """-d '{"queue": "'"$QUEUE"'", "scopes": ["read", "write"]}' | jq -er .result.token)\"""",
+)
 
 
 class SluiceStack(Stack):
@@ -54,13 +63,17 @@ class SluiceStack(Stack):
             memory_mb=config.lambda_memory_mb,
             powertools_layer_arn=config.powertools_layer_arn,
             powertools_version=config.powertools_version,
+            powertools_layer_version=config.powertools_layer_version,
+            retain_logs=config.retain_data,
         )
         self.functions = factory.create_all()
         # The coordinator starts push workers and shard work by name.
         coordinator = self.functions[c.FN_COORDINATOR]
         coordinator.add_environment(c.ENV_CONSUMER_FUNCTION, self.functions[c.FN_CONSUMER].function_name)
         coordinator.add_environment(c.ENV_SHARD_FUNCTION, self.functions[c.FN_SHARD].function_name)
-        grant_function_access(self.functions, self.storage)
+        grant_function_access(
+            self.functions, self.storage, push_lambda_targets=config.push_lambda_target_list
+        )
 
         self.http = HttpApi(
             self,
@@ -70,6 +83,7 @@ class SluiceStack(Stack):
             throttle_rate=config.api_throttle_rate,
             throttle_burst=config.api_throttle_burst,
             log_retention_days=config.log_retention_days,
+            retain_logs=config.retain_data,
         )
         self.schedule = CoordinatorSchedule(
             self,
@@ -97,4 +111,24 @@ class SluiceStack(Stack):
         CfnOutput(self, "SegmentBucketName", value=self.storage.segment_bucket.bucket_name)
         CfnOutput(self, "ControlTableName", value=self.storage.control_table.table_name)
         CfnOutput(self, "GlueTokenSecretArn", value=self.glue.token_secret.secret_arn)
+        # The secret starts as a random value: Glue pull-consumer runs get 401 until a real token
+        # (read+write on the job's queue) is stored in it. The exact command, with this stack's names:
+        CfnOutput(
+            self,
+            "GlueTokenSetup",
+            description="With TOKEN (admin) and QUEUE set: mint a read+write token and store it for Glue",
+            value=Fn.join(
+                "",
+                [
+                    GLUE_TOKEN_COMMAND[0],
+                    self.glue.token_secret.secret_arn,
+                    GLUE_TOKEN_COMMAND[1],
+                    self.http.url,
+                    GLUE_TOKEN_COMMAND[2],
+                ],
+            ),
+        )
         CfnOutput(self, "DashboardName", value=f"sluice-{config.stage}")
+        CfnOutput(self, "ApiAccessLogGroup", value=self.http.access_logs.log_group_name)
+        for name, fn in self.functions.items():
+            CfnOutput(self, f"{name.capitalize()}LogGroup", value=fn.log_group.log_group_name)

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sluice import constants as c
+from sluice.local import callaudit
 from sluice.local.runtime import LOCAL_AWS_ENV
 
 os.environ.update(LOCAL_AWS_ENV)
@@ -19,6 +23,44 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
 ADMIN_TOKEN = "test-admin-token"
+
+
+# -- IAM call audit ---------------------------------------------------------------------------------
+# Every AWS call a handler makes during the session (in-process, in the local runtime's worker
+# processes and in the `sluice local` subprocess) is recorded as (function, IAM action, resource ARN);
+# at the end, each is checked against that function's role in the synthesized template, and a call
+# the deployed role would deny fails the session (sluice/local/iamcheck.py).
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not os.environ.get(c.ENV_IAM_AUDIT_FILE):
+        fd, path = tempfile.mkstemp(prefix="sluice-iam-audit-", suffix=".jsonl")
+        os.close(fd)
+        os.environ[c.ENV_IAM_AUDIT_FILE] = path
+    callaudit.install_from_env()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    from sluice.local import iamcheck
+
+    path = Path(os.environ[c.ENV_IAM_AUDIT_FILE])
+    calls = iamcheck.load_calls(path) if path.is_file() else []
+    if not calls:
+        return
+    denials = iamcheck.check(calls, iamcheck.template_for_stage)
+    session.config.stash[_AUDIT_REPORT] = iamcheck.report(calls, denials)
+    if denials:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    text = config.stash.get(_AUDIT_REPORT, None)
+    if text:
+        terminalreporter.write_sep("-", "IAM call audit")
+        terminalreporter.write_line(text)
+
+
+_AUDIT_REPORT = pytest.StashKey[str]()
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from sluice.codec import StoredMessage, decode_batch
 from sluice.engine import gaps, keys, ordering
 from sluice.engine.backend import Backend
 from sluice.engine.groupstate import GroupState, Pending
-from sluice.engine.publish import Publisher, message_id
+from sluice.engine.publish import Publisher, message_id, request_batches
 from sluice.engine.queues import QueueDirectory
 from sluice.engine.streams import expired
 from sluice.leases import Lease, LeaseSigner
@@ -530,12 +530,12 @@ class Consumer:
                         attributes={**msg.attributes, "sluice-source-queue": queue.name},
                     )
                 )
-            for start in range(0, len(outgoing), 100):
+            for part in request_batches(outgoing):
                 try:
-                    self.publisher.publish(dlq, outgoing[start : start + 100])
+                    self.publisher.publish(dlq, part)
                 except errors.QueueNotFound:  # deleted since it was configured: created again, as at setup
-                    self.directory.registry.ensure(dlq)
-                    self.publisher.publish(dlq, outgoing[start : start + 100])
+                    self.directory.registry.ensure_dead_letter(dlq, queue.settings)
+                    self.publisher.publish(dlq, part)
             faults.crash_point(faults.DLQ_AFTER_WRITE)
         for seq in seqs:
             del state.pending[seq]

@@ -18,7 +18,7 @@ from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.consume import PURGE_FLOOR, Consumer, apply_floor
 from sluice.engine.groupstate import GroupState
-from sluice.engine.publish import Publisher
+from sluice.engine.publish import Publisher, request_batches
 from sluice.engine.queues import QueueRegistry
 from sluice.models import DEFAULT_GROUP, MAX_BATCH_MESSAGES, OutgoingMessage, Queue, Shard
 
@@ -86,7 +86,8 @@ class Operations:
                 )
                 for d in batch.messages
             ]
-            self.publisher.publish(queue_name, outgoing)
+            for part in request_batches(outgoing):
+                self.publisher.publish(queue_name, part)
             faults.crash_point(faults.REDRIVE_AFTER_WRITE)
             self.consumer.ack(from_queue, [d.lease_id for d in batch.messages])
             moved += len(batch.messages)

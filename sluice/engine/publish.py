@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -285,3 +285,19 @@ def _pack(first_seq: int, stored: Sequence[StoredMessage]) -> list[tuple[int, li
 
 class _ShardSealed(Exception):
     """The head refused the allocation because the coordinator sealed the shard."""
+
+
+def request_batches(messages: Sequence[OutgoingMessage]) -> Iterator[list[OutgoingMessage]]:
+    """Consecutive groups that each pass a send request's limits (MAX_BATCH_MESSAGES messages, bodies
+    adding up to MAX_REQUEST_BYTES): what the engine moves on its own (dead letters, redrive) must
+    not be refused for arriving together when each message alone was accepted."""
+    group: list[OutgoingMessage] = []
+    size = 0
+    for msg in messages:
+        if group and (len(group) >= MAX_BATCH_MESSAGES or size + len(msg.body) > MAX_REQUEST_BYTES):
+            yield group
+            group, size = [], 0
+        group.append(msg)
+        size += len(msg.body)
+    if group:
+        yield group

@@ -36,6 +36,18 @@ def parse_settings(raw: dict[str, Any] | None, base: QueueSettings | None = None
         raise errors.InvalidSettings(f"invalid setting {where}: {first['msg']}") from exc
 
 
+def dead_letter_settings(source: QueueSettings) -> dict[str, Any]:
+    """Settings of an auto-created dead letter queue: a message its source accepted (up to the source's
+    size limit) must fit, and stay as long as it would have in the source. Delivery settings (delay,
+    visibility, retries, ordering) keep their defaults: the DLQ is read by people and redrive."""
+    return {
+        "max_message_bytes": source.max_message_bytes,
+        "retention_seconds": source.retention_seconds,
+        "bottomless": source.bottomless,
+        "max_shards": source.max_shards,
+    }
+
+
 class QueueRegistry:
     """Create, read, change and delete queues. Every change is a conditional write, then a mirror."""
 
@@ -63,13 +75,14 @@ class QueueRegistry:
         self.backend.control.put({"pk": keys.QUEUE_INDEX_PK, "sk": name, "created_ms": now})
         self.backend.mirror.write(name, queue.model_dump_json())
         if settings.dead_letter_queue:
-            self.ensure(settings.dead_letter_queue)
+            self.ensure_dead_letter(settings.dead_letter_queue, settings)
         return queue
 
-    def ensure(self, name: str) -> Queue:
-        """The queue, created with default settings when missing (dead letter queues)."""
+    def ensure_dead_letter(self, name: str, source: QueueSettings) -> Queue:
+        """The dead letter queue, created when missing with what lets it take every message its
+        source takes (size limit, retention, shard ceiling); an existing queue is left as it is."""
         try:
-            return self.create(name)
+            return self.create(name, dead_letter_settings(source))
         except errors.QueueAlreadyExists:
             return self.get(name)
 
@@ -104,7 +117,7 @@ class QueueRegistry:
 
         queue = self.modify(name, change)
         if queue.settings.dead_letter_queue:
-            self.ensure(queue.settings.dead_letter_queue)
+            self.ensure_dead_letter(queue.settings.dead_letter_queue, queue.settings)
         return queue
 
     def set_paused(self, name: str, paused: bool) -> Queue:

@@ -24,6 +24,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from sluice.constants import FUNCTION_HANDLERS
+from sluice.local import callaudit
 
 INTEGRATION_TIMEOUT_SECONDS = 30.0  # API Gateway HTTP API's integration timeout (not adjustable)
 LAMBDA_DEFAULT_TIMEOUT_SECONDS = 3  # what Lambda applies when a function sets no Timeout
@@ -95,7 +96,9 @@ def _handler(function: str) -> Any:
 def invoke(function: str, event: dict[str, Any], config: FunctionConfig | None = None) -> Any:
     """Run the handler in this process (no container): for tools and tests."""
     config = config or FunctionConfig()
-    return _handler(function)(event, LocalContext(function, config.timeout_seconds, config.memory_mb))
+    callaudit.install_from_env()  # tests record this function's AWS calls for the IAM audit
+    with callaudit.attributed(function):
+        return _handler(function)(event, LocalContext(function, config.timeout_seconds, config.memory_mb))
 
 
 def _container_main(conn: Connection, function: str, env: dict[str, str], config: FunctionConfig) -> None:
@@ -103,6 +106,7 @@ def _container_main(conn: Connection, function: str, env: dict[str, str], config
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the runtime stops us
     os.environ.update(env)
     os.environ["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] = str(config.memory_mb)
+    callaudit.install_from_env()  # tests record this function's AWS calls for the IAM audit
     handler = _handler(function)
     conn.send(("ready", None))
     while True:
@@ -114,7 +118,9 @@ def _container_main(conn: Connection, function: str, env: dict[str, str], config
             return
         context = LocalContext(function, config.timeout_seconds, config.memory_mb)
         try:
-            conn.send(("ok", handler(event, context)))
+            with callaudit.attributed(function):
+                result = handler(event, context)
+            conn.send(("ok", result))
         except Exception as exc:  # a function error: Lambda returns it to the caller, the container lives on
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
 

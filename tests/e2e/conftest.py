@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from sluice import constants as c
 from sluice.client import SluiceClient
 
 E2E_TOKEN = "e2e-admin-token"
@@ -30,7 +31,8 @@ class LocalServer:
 
 def start_local_server() -> LocalServer:
     """`sluice local` on a free port, once it printed its ready line."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
+    # A clean environment, but the IAM call audit (tests/conftest.py) records this server's calls too.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_") or k == c.ENV_IAM_AUDIT_FILE}
     process = subprocess.Popen(
         [sys.executable, "-m", "sluice.cli", "local", "--port", "0", "--admin-token", E2E_TOKEN],
         stdout=subprocess.PIPE,

@@ -90,19 +90,29 @@ def test_s3_access_per_function(grants: dict[str, Any]) -> None:
     s3 = {name: granted(st, "s3:") for name, st in grants.items()}
     assert set(s3[c.FN_BROKER]) == {"s3:PutObject", "s3:GetObject"}
     assert all(literal(r).endswith("/overflow/*") for rs in s3[c.FN_BROKER].values() for r in rs)
-    assert set(s3[c.FN_CONSUMER]) == {"s3:GetObject", "s3:ListBucket"}
+    assert set(s3[c.FN_CONSUMER]) == {"s3:GetObject", "s3:ListBucket", "s3:PutObject"}
+    # Moving a message whose body lives in overflow/ to a dead letter queue writes a new overflow body.
+    assert [literal(r) for r in s3[c.FN_CONSUMER]["s3:PutObject"]] == ["<ref>/overflow/*"]
     assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"} <= set(s3[c.FN_SHARD])
     assert not s3[c.FN_COORDINATOR]
 
 
-def test_only_the_coordinator_invokes_and_only_consumer_and_shard(
+def test_invoke_grants_coordinator_own_functions_consumer_push_targets_only(
     resources: dict[str, Any], grants: dict[str, Any]
 ) -> None:
     fn_ids = function_ids(resources)
     for name, statements in grants.items():
         invoke = granted(statements, "lambda:")
-        if name != c.FN_COORDINATOR:
+        if name not in (c.FN_COORDINATOR, c.FN_CONSUMER):
             assert not invoke, f"{name} may invoke {invoke}"
+    # Push consumers of type lambda: only the functions context push_lambda_targets names (default
+    # sluice-<stage>-push-*), unqualified or any version/alias of them.
+    push = granted(grants[c.FN_CONSUMER], "lambda:")
+    assert set(push) == {"lambda:InvokeFunction"}
+    assert sorted(literal(r) for r in push["lambda:InvokeFunction"]) == [
+        "arn:<ref>:lambda:<ref>:<ref>:function:sluice-dev-push-*",
+        "arn:<ref>:lambda:<ref>:<ref>:function:sluice-dev-push-*:*",
+    ]
     invoke = granted(grants[c.FN_COORDINATOR], "lambda:")
     assert set(invoke) == {"lambda:InvokeFunction"}
     assert {r["Fn::GetAtt"][0] for r in invoke["lambda:InvokeFunction"]} == {

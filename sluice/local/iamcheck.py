@@ -1,0 +1,285 @@
+"""Check recorded AWS calls (`sluice.local.callaudit`) against each function's role in the template.
+
+moto enforces IAM actions only (a policy naming a specific ARN is denied even for that ARN), so this
+evaluates the synthesized policies itself: for each recorded (function, action, resource ARN) it finds
+the function's role in the template synthesized for the stage the call ran under, resolves the
+statements' intrinsics (Ref, Fn::GetAtt, Fn::Join, Fn::Sub, Fn::Select, Fn::Split) against the local
+region, account and resource names (`sluice.local.provision.local_name`), and applies IAM's rules:
+an explicit Deny wins, else some Allow must match the action and the resource (`*` and `?`
+wildcards; actions case-insensitive). Statements with a Condition are not counted as granting (they
+cannot be evaluated here), so the check errs towards reporting a denial.
+
+Usage: python -m sluice.local.iamcheck CALLS.jsonl   (exit 1 and a report when a call is denied)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from sluice import constants as c
+from sluice.local.callaudit import LOCAL_ACCOUNT, PARTITION
+from sluice.local.provision import local_name
+
+UNRESOLVED = "\x00unresolved"  # never matches a call's ARN
+
+
+@dataclass(frozen=True)
+class Call:
+    function: str
+    stage: str
+    action: str
+    resource: str
+    region: str = "us-east-1"
+
+
+@dataclass(frozen=True)
+class Denial:
+    call: Call
+    role: str
+
+    def __str__(self) -> str:
+        return f"{self.call.function} ({self.role}): {self.call.action} on {self.call.resource}"
+
+
+def load_calls(path: Path) -> list[Call]:
+    calls = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            calls.append(Call(rec["function"], rec["stage"], rec["action"], rec["resource"], rec["region"]))
+    return list(dict.fromkeys(calls))  # each process writes a call once; several processes may repeat it
+
+
+class TemplateRoles:
+    """The template's functions and their roles' statements, resolved for one stage and region."""
+
+    def __init__(self, template: dict[str, Any], stage: str, region: str = "us-east-1") -> None:
+        self.resources: dict[str, Any] = template.get("Resources", {})
+        self.parameters: dict[str, Any] = template.get("Parameters", {})
+        self.stage = stage
+        self.region = region
+        by_handler = {h: name for name, h in c.FUNCTION_HANDLERS.items()}
+        self.functions = {
+            by_handler[r["Properties"]["Handler"]]: lid
+            for lid, r in self.resources.items()
+            if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") in by_handler
+        }
+
+    # -- intrinsic functions ------------------------------------------------------------------
+    def resolve(self, value: Any) -> Any:
+        if isinstance(value, str | int | float | bool) or value is None:
+            return value
+        if isinstance(value, list):
+            return [self.resolve(v) for v in value]
+        if len(value) != 1:
+            return {k: self.resolve(v) for k, v in value.items()}
+        ((fn, arg),) = value.items()
+        if fn == "Ref":
+            return self._ref(arg)
+        if fn == "Fn::GetAtt":
+            lid, attr = arg if isinstance(arg, list) else arg.split(".", 1)
+            return self._get_att(lid, attr)
+        if fn == "Fn::Join":
+            sep, parts = arg
+            return str(sep).join(str(self.resolve(p)) for p in self.resolve(parts))
+        if fn == "Fn::Sub":
+            text, variables = (arg, {}) if isinstance(arg, str) else arg
+            return self._sub(text, {k: self.resolve(v) for k, v in variables.items()})
+        if fn == "Fn::Select":
+            index, items = arg
+            return self.resolve(items)[int(self.resolve(index))]
+        if fn == "Fn::Split":
+            sep, text = arg
+            return str(self.resolve(text)).split(sep)
+        return {fn: self.resolve(arg)}
+
+    def _sub(self, text: str, variables: dict[str, Any]) -> str:
+        def one(m: re.Match[str]) -> str:
+            name = m.group(1)
+            if name in variables:
+                return str(variables[name])
+            if "." in name and not name.startswith("AWS::"):
+                return str(self._get_att(*name.split(".", 1)))
+            return str(self._ref(name))
+
+        return re.sub(r"\$\{([^}!]+)\}", one, text)
+
+    def _ref(self, name: str) -> str:
+        pseudo = {
+            "AWS::Region": self.region,
+            "AWS::AccountId": LOCAL_ACCOUNT,
+            "AWS::Partition": PARTITION,
+            "AWS::URLSuffix": "amazonaws.com",
+            "AWS::NoValue": "",
+        }
+        if name in pseudo:
+            return pseudo[name]
+        if name in self.parameters:
+            return str(self.parameters[name].get("Default", UNRESOLVED))
+        return self._name(name)
+
+    def _name(self, lid: str) -> str:
+        res = self.resources.get(lid)
+        if res is None:
+            return UNRESOLVED
+        props = res.get("Properties", {})
+        typ = res["Type"]
+        if typ in ("AWS::DynamoDB::Table", "AWS::S3::Bucket"):
+            return local_name(self.stage, lid)
+        if typ == "AWS::Lambda::Function":
+            return str(self.resolve(props.get("FunctionName", lid)))
+        if typ == "AWS::Logs::LogGroup":
+            return str(self.resolve(props.get("LogGroupName", lid)))
+        return lid
+
+    def _get_att(self, lid: str, attr: str) -> str:
+        res = self.resources.get(lid)
+        if res is None or attr != "Arn":
+            return UNRESOLVED
+        name = self._name(lid)
+        arn = f"arn:{PARTITION}:{{}}:{self.region}:{LOCAL_ACCOUNT}:{{}}"
+        return {
+            "AWS::DynamoDB::Table": arn.format("dynamodb", f"table/{name}"),
+            "AWS::S3::Bucket": f"arn:{PARTITION}:s3:::{name}",
+            "AWS::Lambda::Function": arn.format("lambda", f"function:{name}"),
+            "AWS::Logs::LogGroup": arn.format("logs", f"log-group:{name}:*"),
+        }.get(res["Type"], UNRESOLVED)
+
+    # -- roles ----------------------------------------------------------------------------------
+    def role_of(self, function: str) -> str | None:
+        lid = self.functions.get(function)
+        if lid is None:
+            return None
+        role = self.resources[lid]["Properties"].get("Role", {})
+        return role.get("Fn::GetAtt", [None])[0] if isinstance(role, dict) else None
+
+    def statements(self, role_id: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        for res in self.resources.values():
+            if res["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in res["Properties"].get("Roles", []):
+                found += res["Properties"]["PolicyDocument"]["Statement"]
+        for inline in self.resources[role_id]["Properties"].get("Policies", []):
+            found += inline["PolicyDocument"]["Statement"]
+        return [self.resolve(s) for s in found]
+
+    def function_name(self, function: str) -> str | None:
+        lid = self.functions.get(function)
+        return self._name(lid) if lid else None
+
+
+def _matches(pattern: str, value: str, *, ignore_case: bool = False) -> bool:
+    regex = re.escape(pattern).replace(r"\*", ".*").replace(r"\?", ".")
+    return re.fullmatch(regex, value, re.IGNORECASE if ignore_case else 0) is not None
+
+
+def _listed(statement: dict[str, Any], key: str) -> list[str] | None:
+    value = statement.get(key)
+    if value is None:
+        return None
+    return [str(v) for v in (value if isinstance(value, list) else [value])]
+
+
+def statement_applies(statement: dict[str, Any], action: str, resource: str) -> bool:
+    actions, not_actions = _listed(statement, "Action"), _listed(statement, "NotAction")
+    if actions is not None and not any(_matches(a, action, ignore_case=True) for a in actions):
+        return False
+    if not_actions is not None and any(_matches(a, action, ignore_case=True) for a in not_actions):
+        return False
+    resources, not_resources = _listed(statement, "Resource"), _listed(statement, "NotResource")
+    if resources is not None and not any(_matches(r, resource) for r in resources):
+        return False
+    return not (not_resources is not None and any(_matches(r, resource) for r in not_resources))
+
+
+def allowed(statements: Iterable[dict[str, Any]], action: str, resource: str) -> bool:
+    statements = list(statements)
+    for s in statements:
+        if s.get("Effect") == "Deny" and statement_applies(s, action, resource):
+            return False
+    return any(
+        s.get("Effect") == "Allow" and "Condition" not in s and statement_applies(s, action, resource)
+        for s in statements
+    )
+
+
+def canonical_resource(call: Call, roles: TemplateRoles) -> str:
+    """The local runtime invokes functions by short name (`shard`, `sluice-local-shard`); in AWS the
+    same call names the stack's function, so the ARN is checked with the stack's name for it."""
+    if call.action.lower() != "lambda:invokefunction":
+        return call.resource
+    head, _, name = call.resource.rpartition("function:")
+    short = name.removeprefix("sluice-local-")
+    if short in c.FUNCTION_HANDLERS:
+        real = roles.function_name(short)
+        if real:
+            return f"{head}function:{real}"
+    return call.resource
+
+
+def check(calls: Iterable[Call], template_for_stage: Callable[[str], dict[str, Any]]) -> list[Denial]:
+    """Every call the deployed role of its function would deny."""
+    views: dict[tuple[str, str], TemplateRoles] = {}
+    statements: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    denials = []
+    for call in calls:
+        view = views.get((call.stage, call.region))
+        if view is None:
+            view = views[(call.stage, call.region)] = TemplateRoles(
+                template_for_stage(call.stage), call.stage, call.region
+            )
+        role = view.role_of(call.function)
+        if role is None:
+            denials.append(Denial(call, "<no function in the template>"))
+            continue
+        key = (call.stage, call.region, role)
+        if key not in statements:
+            statements[key] = view.statements(role)
+        if not allowed(statements[key], call.action, canonical_resource(call, view)):
+            denials.append(Denial(call, role))
+    return denials
+
+
+def template_for_stage(stage: str) -> dict[str, Any]:
+    """The template `cdk synth -c stage=<stage>` writes (cached by `sluice.local.template`)."""
+    return _template(stage)
+
+
+@lru_cache(maxsize=8)
+def _template(stage: str) -> dict[str, Any]:
+    from sluice.local.template import load_template
+
+    return load_template(None if stage in ("", c.DEFAULT_STAGE) else {"stage": stage})
+
+
+def report(calls: list[Call], denials: list[Denial], limit: int = 40) -> str:
+    functions = sorted({call.function for call in calls})
+    lines = [
+        f"IAM call audit: {len(calls)} distinct calls by {len(functions)} functions "
+        f"({', '.join(functions)}); {len(denials)} would be denied by the stack's roles"
+    ]
+    lines += [f"  DENIED {d}" for d in denials[:limit]]
+    if len(denials) > limit:
+        lines.append(f"  ... and {len(denials) - limit} more")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sluice.local.iamcheck")
+    parser.add_argument("calls", type=Path, help="the JSON-lines file SLUICE_IAM_AUDIT_FILE named")
+    args = parser.parse_args(argv)
+    calls = load_calls(args.calls)
+    denials = check(calls, template_for_stage)
+    print(report(calls, denials))
+    return 1 if denials else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""The IAM call audit catches a missing grant: the calls of a real scenario pass against the template
+and are denied once one grant is removed from a copy of it."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice import constants as c
+from sluice.local import iamcheck
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return iamcheck.template_for_stage("test")
+
+
+@pytest.fixture
+def scenario_calls(api, queue_name, tmp_path: Path, monkeypatch) -> list[iamcheck.Call]:
+    """Send a message over the overflow threshold, retry it into its DLQ: broker and consumer calls."""
+    path = tmp_path / "calls.jsonl"
+    monkeypatch.setenv(c.ENV_IAM_AUDIT_FILE, str(path))
+    settings = {"max_message_bytes": 400_000, "max_retries": 1, "dead_letter_queue": f"{queue_name}-dlq"}
+    assert api("POST", "/v1/queues", {"queue_name": queue_name, "settings": settings})[0] == 201
+    assert api("POST", f"/v1/queues/{queue_name}/messages", {"messages": [{"body": "x" * 300_000}]})[0] == 200
+    (msg,) = api("POST", f"/v1/queues/{queue_name}/messages/pull", {"batch_size": 1})[1]["result"]["messages"]
+    ack = {"retries": [{"lease_id": msg["lease_id"]}]}
+    assert api("POST", f"/v1/queues/{queue_name}/messages/ack", ack)[0] == 200
+    api("POST", f"/v1/queues/{queue_name}/messages/pull", {"batch_size": 1})
+    return iamcheck.load_calls(path)
+
+
+def _without(template: dict[str, Any], function: str, action: str) -> dict[str, Any]:
+    """A copy of the template whose `function` role no longer has `action` (one grant removed)."""
+    edited = copy.deepcopy(template)
+    roles = iamcheck.TemplateRoles(edited, "test")
+    role = roles.role_of(function)
+    removed = 0
+    for res in edited["Resources"].values():
+        if res["Type"] == "AWS::IAM::Policy" and {"Ref": role} in res["Properties"]["Roles"]:
+            for statement in res["Properties"]["PolicyDocument"]["Statement"]:
+                actions = (
+                    statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+                )
+                kept = [a for a in actions if a != action]
+                removed += len(actions) - len(kept)
+                statement["Action"] = kept or ["none:Nothing"]
+    assert removed, f"{function} had no {action} grant"
+    return edited
+
+
+def test_scenario_is_allowed_by_the_template(scenario_calls, template) -> None:
+    assert {call.function for call in scenario_calls} == {c.FN_BROKER, c.FN_CONSUMER}
+    assert iamcheck.check(scenario_calls, lambda stage: template) == []
+
+
+@pytest.mark.parametrize(
+    ("function", "action"),
+    [(c.FN_CONSUMER, "s3:PutObject"), (c.FN_BROKER, "dynamodb:PutItem"), (c.FN_CONSUMER, "ssm:GetParameter")],
+)
+def test_a_removed_grant_is_reported(scenario_calls, template, function: str, action: str) -> None:
+    denials = iamcheck.check(scenario_calls, lambda stage: _without(template, function, action))
+    assert denials
+    assert {(d.call.function, d.call.action) for d in denials} == {(function, action)}
+    print(iamcheck.report(scenario_calls, denials, limit=5))
+
+
+def test_matching_follows_iam_wildcards() -> None:
+    allow = [{"Effect": "Allow", "Action": "s3:Get*", "Resource": "arn:aws:s3:::b/overflow/*"}]
+    assert iamcheck.allowed(allow, "s3:GetObject", "arn:aws:s3:::b/overflow/q/1")
+    assert iamcheck.allowed(allow, "S3:getobject", "arn:aws:s3:::b/overflow/q/1")  # actions: any case
+    assert not iamcheck.allowed(allow, "s3:GetObject", "arn:aws:s3:::b/segments/q/1")
+    assert not iamcheck.allowed(allow, "s3:PutObject", "arn:aws:s3:::b/overflow/q/1")
+    deny = [*allow, {"Effect": "Deny", "Action": "s3:*", "Resource": "*"}]
+    assert not iamcheck.allowed(deny, "s3:GetObject", "arn:aws:s3:::b/overflow/q/1")
+    conditional = [{**allow[0], "Condition": {"Bool": {"aws:SecureTransport": "true"}}}]
+    assert not iamcheck.allowed(conditional, "s3:GetObject", "arn:aws:s3:::b/overflow/q/1")
+
+
+def test_intrinsics_resolve_to_local_names() -> None:
+    template = {
+        "Resources": {
+            c.LOGICAL_SEGMENT_BUCKET: {"Type": "AWS::S3::Bucket", "Properties": {}},
+            c.LOGICAL_CONTROL_TABLE: {"Type": "AWS::DynamoDB::Table", "Properties": {}},
+        }
+    }
+    roles = iamcheck.TemplateRoles(template, "qa", "eu-west-1")
+    joined = {"Fn::Join": ["", [{"Fn::GetAtt": [c.LOGICAL_SEGMENT_BUCKET, "Arn"]}, "/overflow/*"]]}
+    assert roles.resolve(joined) == "arn:aws:s3:::sluice-qa-segments/overflow/*"
+    sub = {"Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/x"}
+    assert roles.resolve(sub) == "arn:aws:ssm:eu-west-1:123456789012:parameter/x"
+    table = roles.resolve({"Fn::GetAtt": [c.LOGICAL_CONTROL_TABLE, "Arn"]})
+    assert table == "arn:aws:dynamodb:eu-west-1:123456789012:table/sluice-qa-control"
