@@ -59,10 +59,10 @@ def test_push_to_a_lambda_target_invokes_it_from_the_consumer(api, queue_name):
     assert status == 201, body
     assert api("POST", f"/v1/queues/{queue_name}/messages", {"messages": [{"body": "hi"}]})[0] == 200
 
-    from sluice.local.workers import invoke
+    from sluice.local.workers import FunctionConfig, invoke
 
     event = {"push": {"queue": queue_name, "consumer_id": "to-lambda", "slot": 0}}
-    report = invoke(c.FN_CONSUMER, event, timeout_seconds=40)
+    report = invoke(c.FN_CONSUMER, event, FunctionConfig(timeout_seconds=40))
     # moto cannot run the function (no Docker), so the batch is not delivered; the call was made.
     assert report["failed"] >= 1, json.dumps(report)
     assert target in _recorded(c.FN_CONSUMER, "lambda:InvokeFunction")
