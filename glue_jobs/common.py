@@ -3,7 +3,7 @@ plain Spark), API clients built on the executors (Bearer token or SigV4 with the
 row shape, and reading S3 segment objects (docs/design.md "Segments").
 
 Runs on Spark 3.5 (Glue 5 / EMR 7) and 4.x: only RDD/DataFrame APIs here. Executors import this module
-from the `sluice` wheel given to Glue with `--extra-py-files` (the wheel carries `glue_jobs`).
+from the zip given to Glue with `--extra-py-files` (stacks/glue_artifact.py builds it).
 """
 
 from __future__ import annotations

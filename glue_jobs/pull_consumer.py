@@ -66,7 +66,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script (Glue, spark-submit): the repo or wheel is on sys.path
+if __package__ in (None, ""):  # run as a script from the repo; on Glue/spark-submit the zip is on sys.path
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from glue_jobs.common import (

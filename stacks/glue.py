@@ -1,25 +1,16 @@
-"""Glue job definitions for the Spark consumers, in Glue 5.0 (Spark 3.5) and Glue 6.0 (Spark 4) variants.
+"""Glue job definitions for the Spark consumers, in Glue 5.0 (Spark 3.5) and Glue 6.0 (Spark 4.1) variants.
 
-- Scripts (`glue_jobs/*.py`) and a wheel of `sluice` are S3 assets; the wheel goes to `--extra-py-files`
-  (a pure-Python wheel is importable straight from the Python path). pydantic, which `sluice` needs
-  and whose core is compiled, is installed by Glue's pip from `--additional-python-modules` at the
-  version pinned in pyproject.toml (the job needs egress to PyPI or a mirror for that).
-- The wheel is built at synth without Docker (`uv build --wheel`, else `pip wheel --no-deps`) and cached
-  under `.cache/wheels/<hash of sluice/ + pyproject.toml>/`, so unchanged code is never rebuilt.
+- Scripts (`glue_jobs/*.py`) are S3 assets; the code they import (`glue_jobs` and the modules of `sluice`
+  it uses) is one zip in `--extra-py-files`, built at synth by stacks/glue_artifact.py (why a zip, what
+  goes in, how it is cached). The jobs need nothing Glue lacks, so no `--additional-python-modules`:
+  no PyPI access at job start.
 - The role reads the segment bucket, writes `exports/` and `glue/tmp/`, reads the API token secret,
   and writes its own logs; the pull consumer reaches the API over HTTPS with that bearer token.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
-import tomllib
-from pathlib import Path
 
 from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_glue as glue
@@ -29,51 +20,11 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
+from stacks.glue_artifact import REPO_ROOT, build_glue_artifact
 from stacks.storage import EXPORTS_PREFIX, GLUE_TMP_PREFIX, SEGMENTS_PREFIX, Storage
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-WHEEL_CACHE = REPO_ROOT / ".cache" / "wheels"
 GLUE_VERSIONS = {"glue5": "5.0", "glue6": "6.0"}
 JOB_SCRIPTS = {"pull-consumer": "glue_jobs/pull_consumer.py", "segment-reader": "glue_jobs/segment_reader.py"}
-
-
-def source_hash(root: Path = REPO_ROOT) -> str:
-    digest = hashlib.sha256()
-    files = sorted(p for p in (root / "sluice").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    for path in [*files, root / "pyproject.toml"]:
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
-
-
-def build_wheel(root: Path = REPO_ROOT, cache: Path = WHEEL_CACHE) -> Path:
-    """A wheel of `sluice` for this source tree, built once per source hash (≈ 1 s with uv)."""
-    target = cache / source_hash(root)
-    found = sorted(target.glob("sluice-*.whl"))
-    if found:
-        return found[0]
-    cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        uv = shutil.which("uv")
-        cmd = (
-            [uv, "build", "--wheel", "--out-dir", tmp, str(root)]
-            if uv
-            else [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", tmp, str(root)]
-        )
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        wheels = sorted(Path(tmp).glob("sluice-*.whl"))
-        if proc.returncode != 0 or not wheels:
-            raise RuntimeError(f"building the sluice wheel failed ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")
-        target.mkdir(exist_ok=True)
-        final = target / wheels[0].name
-        shutil.move(str(wheels[0]), final)
-    return final
-
-
-def pinned_requirement(name: str, pyproject: Path = REPO_ROOT / "pyproject.toml") -> str:
-    for dep in tomllib.loads(pyproject.read_text())["project"]["dependencies"]:
-        if re.match(rf"{re.escape(name)}(\[|==|$)", dep):
-            return re.sub(r"\[[^\]]*\]", "", dep)
-    raise ValueError(f"{name} is not a dependency in pyproject.toml")
 
 
 class GlueJobs(Construct):
@@ -84,7 +35,8 @@ class GlueJobs(Construct):
         stack = Stack.of(self)
         bucket = storage.segment_bucket
 
-        self.wheel = s3_assets.Asset(self, "SluiceWheel", path=str(build_wheel()))
+        self.artifact_path = build_glue_artifact()
+        self.code = s3_assets.Asset(self, "GlueCode", path=str(self.artifact_path))
         self.scripts = {
             name: s3_assets.Asset(self, f"{_title(name)}Script", path=str(REPO_ROOT / rel))
             for name, rel in JOB_SCRIPTS.items()
@@ -113,7 +65,7 @@ class GlueJobs(Construct):
             assumed_by=iam.ServicePrincipal("glue.amazonaws.com"),
             description="Sluice Glue jobs: read segments, write exports, call the API with a token",
         )
-        for asset in [self.wheel, *self.scripts.values()]:
+        for asset in [self.code, *self.scripts.values()]:
             self.role.add_to_policy(
                 iam.PolicyStatement(
                     actions=["s3:GetObject"], resources=[asset.bucket.arn_for_objects(asset.s3_object_key)]
@@ -170,8 +122,7 @@ class GlueJobs(Construct):
 
         base_args = {
             "--job-language": "python",
-            "--extra-py-files": self.wheel.s3_object_url,
-            "--additional-python-modules": pinned_requirement("pydantic"),
+            "--extra-py-files": self.code.s3_object_url,
             "--TempDir": bucket.s3_url_for_object(GLUE_TMP_PREFIX),
             "--enable-continuous-cloudwatch-log": "true",
             # Progress lives in Sluice itself (acks, offsets), not in Glue bookmarks.
