@@ -396,13 +396,14 @@ class Consumer:
                 if kind == "ack":
                     del state.pending[lease.seq]
                     done += 1
+                elif not _is_current(entry, lease):
+                    # An older delivery's lease: the message now belongs to a later puller (or waits
+                    # for one). Extending or retrying it would take the message away from that puller.
+                    warnings.append(
+                        f"lease for message {message_id(queue, shard_id, lease.seq)} has expired; "
+                        "the message was or will be delivered again"
+                    )
                 elif kind == "extend":
-                    if not entry.leased or entry.attempts != lease.attempt:
-                        warnings.append(
-                            f"lease for message {message_id(queue, shard_id, lease.seq)} has expired; "
-                            "the message was or will be delivered again"
-                        )
-                        continue
                     entry.due_ms = now + (value or 0)
                     done += 1
                 else:
@@ -545,6 +546,11 @@ def _lost_race(view: _ShardView, exc: ConditionFailed) -> _ShardView:
     """The view with the winner's state, which the failed condition handed back: no re-read needed."""
     state = _state_from(exc.item)
     return replace(view, state=state, dirty=apply_floor(state, view.floor))
+
+
+def _is_current(entry: Pending, lease: Lease) -> bool:
+    """Only the lease of the latest delivery may extend or retry a message (acks stay permissive)."""
+    return entry.leased and entry.attempts == lease.attempt
 
 
 def _backoff(attempt: int) -> None:
