@@ -48,6 +48,10 @@ METRIC_WRITES_PER_SECOND: Final = "WritesPerSecond"
 METRIC_THROTTLES_PER_SECOND: Final = "ThrottlesPerSecond"
 METRIC_PUSH_WORKERS: Final = "PushWorkersStarted"
 
+# Lambda's synchronous payload limit ("6 MB" per request and per response; read as 10^6 bytes, the
+# stricter reading). A response over it reaches the client as API Gateway's 500.
+LAMBDA_SYNC_PAYLOAD_BYTES: Final = 6_000_000
+
 # --- Resources ----------------------------------------------------------------------------------------
 DEFAULT_STAGE: Final = "dev"
 DEFAULT_SHARD_TABLE_COUNT: Final = 4
