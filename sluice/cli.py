@@ -30,6 +30,23 @@ def _print(value: Any) -> None:
     print(json.dumps(value, indent=2, sort_keys=True))
 
 
+# --- lease key ------------------------------------------------------------------------------------------
+
+
+def cmd_lease_key_rotate(args: argparse.Namespace) -> None:
+    """New lease-signing key in the stack's secret (SLUICE_LEASE_KEY_SECRET, or --secret-id); the old
+    one keeps verifying for one visibility period. Uses the caller's AWS credentials."""
+    from sluice.adapters.secrets import Secret
+    from sluice.engine.auth import rotate_lease_key
+    from sluice.engine.backend import now_ms
+
+    secret_id = args.secret_id or os.environ.get(c.ENV_LEASE_KEY_SECRET)
+    if not secret_id:
+        sys.exit(f"sluice: pass --secret-id or set {c.ENV_LEASE_KEY_SECRET} (the stack's LeaseKeySecretArn)")
+    ring = rotate_lease_key(Secret(secret_id, os.environ.get(c.ENV_AWS_ENDPOINT_URL)), now_ms())
+    _print({"current_id": ring.current_id, "previous_id": ring.previous_id, "retired_ms": ring.retired_ms})
+
+
 # --- local ----------------------------------------------------------------------------------------------
 
 
@@ -216,6 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = http(token_sub.add_parser("revoke"))
     revoke.add_argument("token_id")
     revoke.set_defaults(func=cmd_token_revoke)
+
+    lease_key = sub.add_parser("lease-key", help="rotate the key that signs lease ids")
+    lease_key_sub = lease_key.add_subparsers(dest="action", required=True)
+    rotate = lease_key_sub.add_parser("rotate")
+    rotate.add_argument("--secret-id", help=f"the secret's ARN or name (env {c.ENV_LEASE_KEY_SECRET})")
+    rotate.set_defaults(func=cmd_lease_key_rotate)
 
     queues = http(sub.add_parser("queues", help="create, list, get, update and delete queues"))
     queues.add_argument("action", choices=["create", "list", "get", "update", "delete"])

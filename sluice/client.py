@@ -1,7 +1,9 @@
 """Python SDK for the Sluice HTTP API (native `/v1` face).
 
-Thread-safe (one urllib3 pool per client), retries 429/503 with the server's Retry-After and network
-errors with backoff. Sends carry an Idempotency-Key, so a retried send stores nothing twice.
+Thread-safe (one urllib3 pool per client). Retries what the server says is retryable (any answer with
+`Retry-After`: 429, 503, 409 10115; and 502/504 from the gateway) after that many seconds, and network
+errors with backoff. Sends carry an Idempotency-Key, so a retried send stores nothing twice: keyed
+requests are also retried after a 500 (a send that died stored nothing, and its key is released).
 """
 
 from __future__ import annotations
@@ -105,7 +107,9 @@ class SluiceClient:
                     raise
                 time.sleep(_backoff(attempt))
                 continue
-            if resp.status in RETRYABLE_STATUS and attempt < self._max_attempts:
+            if attempt < self._max_attempts and _retryable(
+                resp.status, resp.headers, "Idempotency-Key" in all_headers
+            ):
                 retry_after = resp.headers.get("Retry-After")
                 time.sleep(float(retry_after) if retry_after else _backoff(attempt))
                 continue
@@ -230,6 +234,12 @@ class SluiceClient:
 
     def close(self) -> None:
         self._http.clear()
+
+
+def _retryable(status: int, headers: Any, keyed: bool) -> bool:
+    """The server marks what may be retried with `Retry-After`; the gateway's 502/504 carry none. A 500
+    is retried only with an Idempotency-Key, which makes a repeat of a send that died harmless."""
+    return status in RETRYABLE_STATUS or "Retry-After" in headers or (keyed and status == 500)
 
 
 def _backoff(attempt: int) -> float:

@@ -19,6 +19,8 @@ ENV_SHARD_MAP_TTL: Final = "SLUICE_SHARD_MAP_TTL_SECONDS"
 ENV_TOKEN_CACHE_TTL: Final = "SLUICE_TOKEN_CACHE_TTL_SECONDS"
 ENV_AWS_ENDPOINT_URL: Final = "SLUICE_AWS_ENDPOINT_URL"  # moto server in the local runtime
 ENV_STAGE: Final = "SLUICE_STAGE"
+ENV_LEASE_KEY_SECRET: Final = "SLUICE_LEASE_KEY_SECRET"  # Secrets Manager id of the lease-signing keys
+ENV_LEASE_KEY_CACHE_TTL: Final = "SLUICE_LEASE_KEY_CACHE_TTL_SECONDS"
 ENV_ADMIN_TOKEN: Final = "SLUICE_ADMIN_TOKEN"
 ENV_CONSUMER_FUNCTION: Final = "SLUICE_CONSUMER_FUNCTION"  # push workers started by the coordinator
 ENV_SHARD_FUNCTION: Final = "SLUICE_SHARD_FUNCTION"  # flush/compaction work started by the coordinator
@@ -51,10 +53,15 @@ METRIC_WRITES_PER_SECOND: Final = "WritesPerSecond"
 METRIC_THROTTLES_PER_SECOND: Final = "ThrottlesPerSecond"
 METRIC_PUSH_WORKERS: Final = "PushWorkersStarted"
 
+# Lambda's synchronous payload limit ("6 MB" per request and per response; read as 10^6 bytes, the
+# stricter reading). A response over it reaches the client as API Gateway's 500.
+LAMBDA_SYNC_PAYLOAD_BYTES: Final = 6_000_000
+
 # --- Resources ----------------------------------------------------------------------------------------
 DEFAULT_STAGE: Final = "dev"
 DEFAULT_SHARD_TABLE_COUNT: Final = 4
 SHARD_MAP_PREFIX_TEMPLATE: Final = "/sluice/{stage}/shard-maps"
+LEASE_KEY_SECRET_NAME_TEMPLATE: Final = "sluice/{stage}/lease-key"
 
 # Key schema shared by every table: string partition key + string sort key, TTL on `exp`.
 PARTITION_KEY: Final = "pk"
@@ -65,6 +72,7 @@ TTL_ATTRIBUTE: Final = "exp"
 LOGICAL_CONTROL_TABLE: Final = "ControlTable"
 LOGICAL_SHARD_TABLE_PREFIX: Final = "ShardTable"
 LOGICAL_SEGMENT_BUCKET: Final = "SegmentBucket"
+LOGICAL_LEASE_KEY_SECRET: Final = "LeaseKeySecret"
 
 # --- Functions ----------------------------------------------------------------------------------------
 FN_BROKER: Final = "broker"

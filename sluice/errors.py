@@ -96,9 +96,10 @@ class NotFound(SluiceError):
 
 
 class Conflict(SluiceError):
-    """A concurrent change won; the caller may retry."""
+    """A concurrent change won, or a keyed send is still running; the caller may retry."""
 
     code = 10115
+    retry_after_seconds = 1
 
 
 class IdempotencyKeyReused(SluiceError):

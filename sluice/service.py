@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cached_property
 
-from sluice.engine.auth import LeaseSecret, TokenStore
+from sluice.engine.auth import TokenStore
 from sluice.engine.backend import Backend, now_ms
 from sluice.engine.consume import Consumer
 from sluice.engine.durable import DurableStreams
@@ -15,7 +15,7 @@ from sluice.engine.publish import Publisher
 from sluice.engine.queues import MirrorReader, QueueDirectory, QueueRegistry
 from sluice.engine.shardwork import ShardWorker
 from sluice.engine.streams import StreamReader
-from sluice.leases import LeaseSigner
+from sluice.leases import KeyringSource, LeaseSigner
 from sluice.settings import Settings
 
 
@@ -23,18 +23,30 @@ class Sluice:
     """Wires the engine parts over one Backend.
 
     `read_mirror` is how hot paths read queue documents: Lambdas pass a cached SSM reader (Powertools
-    parameters); without one, reads go to SSM every time (tools and tests).
+    parameters); without one, reads go to SSM every time (tools and tests). `read_lease_keys(force)`
+    reads the lease-key secret: Lambdas pass Powertools' SecretsProvider; without one, the backend's
+    own reader (cached for `lease_key_cache_ttl_seconds`).
     """
 
-    def __init__(self, backend: Backend, read_mirror: MirrorReader | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        read_mirror: MirrorReader | None = None,
+        read_lease_keys: Callable[[bool], str] | None = None,
+    ) -> None:
         self.backend = backend
         self._read_mirror = read_mirror or (lambda name, _force: backend.mirror.read(name))
+        self._read_lease_keys = read_lease_keys or backend.lease_secret.read
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, read_mirror: MirrorReader | None = None, clock: Callable[[], int] = now_ms
+        cls,
+        settings: Settings,
+        read_mirror: MirrorReader | None = None,
+        clock: Callable[[], int] = now_ms,
+        read_lease_keys: Callable[[bool], str] | None = None,
     ) -> Sluice:
-        return cls(Backend.from_settings(settings, clock), read_mirror)
+        return cls(Backend.from_settings(settings, clock), read_mirror, read_lease_keys)
 
     @cached_property
     def queues(self) -> QueueRegistry:
@@ -50,9 +62,8 @@ class Sluice:
 
     @cached_property
     def consumer(self) -> Consumer:
-        return Consumer(
-            self.backend, self.directory, self.publisher, LeaseSigner(LeaseSecret(self.backend).get())
-        )
+        signer = LeaseSigner(KeyringSource(self._read_lease_keys), self.backend.clock)
+        return Consumer(self.backend, self.directory, self.publisher, signer)
 
     @cached_property
     def reader(self) -> StreamReader:

@@ -21,6 +21,8 @@ class Settings(BaseModel):
     token_cache_ttl_seconds: float = 30.0
     aws_endpoint_url: str | None = None
     stage: str = c.DEFAULT_STAGE
+    lease_key_secret: str | None = None  # needed by whatever signs or verifies lease ids
+    lease_key_cache_ttl_seconds: float = 60.0
 
     @field_validator("shard_tables", mode="before")
     @classmethod
@@ -39,6 +41,8 @@ class Settings(BaseModel):
             "token_cache_ttl_seconds": c.ENV_TOKEN_CACHE_TTL,
             "aws_endpoint_url": c.ENV_AWS_ENDPOINT_URL,
             "stage": c.ENV_STAGE,
+            "lease_key_secret": c.ENV_LEASE_KEY_SECRET,
+            "lease_key_cache_ttl_seconds": c.ENV_LEASE_KEY_CACHE_TTL,
         }
         return cls.model_validate({name: env[var] for name, var in fields.items() if env.get(var)})
 
@@ -52,7 +56,10 @@ class Settings(BaseModel):
             c.ENV_SHARD_MAP_TTL: str(self.shard_map_ttl_seconds),
             c.ENV_TOKEN_CACHE_TTL: str(self.token_cache_ttl_seconds),
             c.ENV_STAGE: self.stage,
+            c.ENV_LEASE_KEY_CACHE_TTL: str(self.lease_key_cache_ttl_seconds),
         }
+        if self.lease_key_secret:
+            env[c.ENV_LEASE_KEY_SECRET] = self.lease_key_secret
         if self.aws_endpoint_url:
             env[c.ENV_AWS_ENDPOINT_URL] = self.aws_endpoint_url
         return env

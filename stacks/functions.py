@@ -88,7 +88,13 @@ def stage_code(root: Path = REPO_ROOT) -> Path:
 
 
 def base_environment(
-    *, control_table: str, shard_tables: list[str], segment_bucket: str, shard_map_prefix: str, stage: str
+    *,
+    control_table: str,
+    shard_tables: list[str],
+    segment_bucket: str,
+    shard_map_prefix: str,
+    stage: str,
+    lease_key_secret: str,
 ) -> dict[str, str]:
     """The one environment mapping every function gets; `Settings.from_env` reads it back."""
     defaults = Settings.model_fields
@@ -100,6 +106,8 @@ def base_environment(
         c.ENV_SHARD_MAP_TTL: str(defaults["shard_map_ttl_seconds"].default),
         c.ENV_TOKEN_CACHE_TTL: str(defaults["token_cache_ttl_seconds"].default),
         c.ENV_STAGE: stage,
+        c.ENV_LEASE_KEY_SECRET: lease_key_secret,
+        c.ENV_LEASE_KEY_CACHE_TTL: str(defaults["lease_key_cache_ttl_seconds"].default),
         c.ENV_POWERTOOLS_SERVICE_NAME: c.SERVICE_NAME,
         c.ENV_POWERTOOLS_METRICS_NAMESPACE: c.METRICS_NAMESPACE,
     }

@@ -15,6 +15,7 @@ from stacks.api import HttpApi
 from stacks.config import SluiceConfig
 from stacks.functions import FunctionFactory, base_environment
 from stacks.glue import GlueJobs
+from stacks.leasekey import LeaseKey
 from stacks.monitoring import Monitoring
 from stacks.schedule import CoordinatorSchedule
 from stacks.storage import Storage
@@ -47,12 +48,14 @@ class SluiceStack(Stack):
             shard_table_count=config.shard_table_count,
             retain=config.retain_data,
         )
+        self.lease_key = LeaseKey(self, "LeaseKey", stage=config.stage, retain=config.retain_data)
         environment = base_environment(
             control_table=self.storage.control_table.table_name,
             shard_tables=[t.table_name for t in self.storage.shard_tables],
             segment_bucket=self.storage.segment_bucket.bucket_name,
             shard_map_prefix=self.storage.shard_map_prefix,
             stage=config.stage,
+            lease_key_secret=self.lease_key.secret.secret_arn,
         )
         factory = FunctionFactory(
             self,
@@ -74,6 +77,7 @@ class SluiceStack(Stack):
         grant_function_access(
             self.functions, self.storage, push_lambda_targets=config.push_lambda_target_list
         )
+        self.lease_key.grant_read([self.functions[c.FN_BROKER], self.functions[c.FN_CONSUMER]])
 
         self.http = HttpApi(
             self,
@@ -128,6 +132,7 @@ class SluiceStack(Stack):
                 ],
             ),
         )
+        CfnOutput(self, "LeaseKeySecretArn", value=self.lease_key.secret.secret_arn)
         CfnOutput(self, "DashboardName", value=f"sluice-{config.stage}")
         CfnOutput(self, "ApiAccessLogGroup", value=self.http.access_logs.log_group_name)
         for name, fn in self.functions.items():

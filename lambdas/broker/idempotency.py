@@ -2,8 +2,13 @@
 
 A repeat of a key within 5 minutes returns the first response and stores nothing; the same key with
 a different request is refused (409, code 10116); a repeat while the first is still running gets 409
-(10115, retry). Records live in the control table as `pk = IDEM#<hash of queue and key>`, `sk = IDEM`,
-expiring through the table's TTL attribute `exp`.
+(10115, retry, with `Retry-After`). A send that raised releases its key at once (Powertools deletes
+the record); one whose process died (crash, OOM, kill) leaves an in-progress record that expires
+after `IN_PROGRESS_SECONDS` at most (or when the invocation would have timed out, if sooner), so the
+client's retry succeeds within seconds instead of being refused for the whole function timeout. A
+live send slower than that window can overlap a retry of its key: at most a duplicate, never a loss
+(delivery is at-least-once anyway). Records live in the control table as
+`pk = IDEM#<hash of queue and key>`, `sk = IDEM`, expiring through the table's TTL attribute `exp`.
 
 Why a small subclass: with a sort key, Powertools puts every record under one static partition key,
 which would make a single DynamoDB partition (~1,000 writes/s) the ceiling of all idempotent sends
@@ -26,6 +31,7 @@ if TYPE_CHECKING:
 
 HEADER = "idempotency-key"
 TTL_SECONDS = 300
+IN_PROGRESS_SECONDS = 5  # a send takes ~2 DynamoDB round trips; a dead one blocks its key this long at most
 MAX_KEY_LENGTH = 255
 _SK = "IDEM"
 
@@ -93,8 +99,7 @@ def once(
     )
 
     config, run = _guarded()
-    if context is not None:
-        config.register_lambda_context(context)  # an in-progress record then expires with the invocation
+    config.register_lambda_context(_InProgressWindow(context))
     try:
         return run(call={"queue": queue, "key": key, "request": request}, send=send)
     except IdempotencyValidationError as exc:
@@ -103,3 +108,16 @@ def once(
         ) from exc
     except IdempotencyAlreadyInProgressError as exc:
         raise errors.Conflict("a request with this Idempotency-Key is still in progress; retry") from exc
+
+
+class _InProgressWindow:
+    """What Powertools reads from the Lambda context to date an in-progress record's expiry: the
+    invocation's remaining time, capped at `IN_PROGRESS_SECONDS` (a dead send must not block its key
+    for the whole function timeout; Powertools alone would use the remaining time, up to 29 s)."""
+
+    def __init__(self, context: LambdaContext | None) -> None:
+        self._context = context
+
+    def get_remaining_time_in_millis(self) -> int:
+        cap = int(IN_PROGRESS_SECONDS * 1000)
+        return cap if self._context is None else min(cap, self._context.get_remaining_time_in_millis())

@@ -35,7 +35,7 @@ def publish() -> Response[Any]:
         version = int(raw_version) if raw_version is not None else None
         body = router.current_event.decoded_body or ""
         if len(body.encode()) > MAX_BODY_BYTES:
-            raise errors.RequestTooLarge("Request body exceeds 8 MiB")
+            raise errors.RequestTooLarge("Request body exceeds 1 MiB")
         try:
             doc = parse_json(body)
         except ValueError:

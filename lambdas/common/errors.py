@@ -63,7 +63,7 @@ def error_response(status: int, code: int, message: str, headers: dict[str, str]
 
 def error_headers(exc: errors.SluiceError) -> dict[str, str]:
     headers = {}
-    if isinstance(exc, errors.Throttled | errors.DependencyUnavailable):
+    if isinstance(exc, errors.Throttled | errors.DependencyUnavailable | errors.Conflict):
         headers["Retry-After"] = str(exc.retry_after_seconds)
     if isinstance(exc, errors.MethodNotAllowed):
         headers["Allow"] = exc.allow

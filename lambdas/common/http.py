@@ -15,7 +15,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from lambdas.common import errors as error_registry
 from lambdas.common.runtime import service
 from sluice import errors
-from sluice.constants import ROUTES, STREAMS, Route
+from sluice.constants import LAMBDA_SYNC_PAYLOAD_BYTES, ROUTES, STREAMS, Route
 from sluice.engine.auth import Principal
 
 logger = Logger()
@@ -29,6 +29,23 @@ def build_app(*routers: APIGatewayHttpRouter) -> APIGatewayHttpResolver:
     for router in routers:
         app.include_router(router)
     return app
+
+
+# What the items of one response (pulled messages, stream records) may take in their encoded form: the
+# Lambda limit less room for the envelope, the headers and the one item a call always returns.
+RESPONSE_BUDGET_BYTES = LAMBDA_SYNC_PAYLOAD_BYTES - 1_000_000
+
+
+def encoded_size(value: Any) -> int:
+    """Bytes `value` adds to the Lambda response as an item of a JSON list: Powertools serializes the
+    body (compact, ASCII-only JSON) and the runtime serializes the response object again, escaping
+    the body string a second time ('"' and '\\' doubled). One more byte for the separating comma."""
+    return encoded_text_size(json.dumps(value, separators=(",", ":")))
+
+
+def encoded_text_size(text: str) -> int:
+    """`encoded_size` of text already serialized (the Durable Streams face writes its body itself)."""
+    return len(json.dumps(text)) - 2 + 1
 
 
 def ok(result: Any = None, status: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -1,4 +1,5 @@
-"""The engine for this Lambda container: built once, with the shard-map mirror cached by Powertools."""
+"""The engine for this Lambda container: built once, with the shard-map mirror and the lease-signing
+keys cached by Powertools (SSMProvider, SecretsProvider)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from functools import lru_cache
 from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
+from sluice import errors
 from sluice.adapters import aws
 from sluice.service import Sluice
 from sluice.settings import get_settings
@@ -28,4 +30,20 @@ def service() -> Sluice:
         except GetParameterError:
             return None
 
-    return Sluice.from_settings(settings, read_mirror)
+    secrets = parameters.SecretsProvider(boto3_client=aws.client("secretsmanager", settings.aws_endpoint_url))
+
+    def read_lease_keys(force: bool) -> str:
+        if not settings.lease_key_secret:
+            raise errors.DependencyUnavailable("no lease-key secret is configured (SLUICE_LEASE_KEY_SECRET)")
+        try:
+            value = secrets.get(
+                settings.lease_key_secret,
+                max_age=int(settings.lease_key_cache_ttl_seconds),
+                force_fetch=force,
+            )
+        except GetParameterError as exc:
+            raise errors.DependencyUnavailable("the lease-key secret could not be read; retry") from exc
+        assert isinstance(value, str)  # SecretString: the stack never stores a binary secret here
+        return value
+
+    return Sluice.from_settings(settings, read_mirror, read_lease_keys=read_lease_keys)

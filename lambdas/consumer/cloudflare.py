@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import Field
 
-from lambdas.common.http import ok
+from lambdas.common.http import RESPONSE_BUDGET_BYTES, encoded_size, ok
 from lambdas.common.runtime import service
 from lambdas.common.schemas import Ack, Lenient
 from sluice.codec import body_to_cloudflare
@@ -46,6 +46,8 @@ def pull(account_id: str, queue_id: str, body: Annotated[CfPull, Body()]) -> Res
         group=DEFAULT_GROUP,
         batch_size=body.batch_size,
         visibility_ms=body.visibility_timeout_ms or body.visibility_timeout,
+        size_of=lambda d: encoded_size(cloudflare_message(d)),
+        max_bytes=RESPONSE_BUDGET_BYTES,
     )
     return ok(
         {

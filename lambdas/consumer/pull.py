@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from lambdas.common.http import ok
+from lambdas.common.http import RESPONSE_BUDGET_BYTES, encoded_size, ok
 from lambdas.common.runtime import service
 from lambdas.common.schemas import Ack, ExtendLeases, Pull
 from sluice.engine.consume import RetryRequest
@@ -31,6 +31,8 @@ def pull(queue_name: str, body: Annotated[Pull, Body()]) -> Response[dict]:
         batch_size=body.batch_size,
         visibility_ms=body.visibility_ms,
         wait_ms=body.wait_time_ms,
+        size_of=lambda d: encoded_size(native_message(d)),
+        max_bytes=RESPONSE_BUDGET_BYTES,
     )
     return ok(
         {

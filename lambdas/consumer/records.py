@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from lambdas.common.http import ok
+from lambdas.common.http import RESPONSE_BUDGET_BYTES, encoded_size, encoded_text_size, ok
 from lambdas.common.runtime import service
 from lambdas.common.streams import STREAM_RULE, json_response, plain_errors, query, stream_name
 from sluice import errors
@@ -53,6 +53,8 @@ def records(
         limit=limit,
         shard=shard,
         timeout_ms=int(timeout_sec * 1000),
+        size_of=lambda r: encoded_size(native_record(r)),
+        max_bytes=RESPONSE_BUDGET_BYTES,
     )
     return ok({"records": [native_record(r) for r in page.records], "next_offset": page.next_offset})
 
@@ -80,5 +82,12 @@ def read_stream() -> Response[Any]:
             except errors.InvalidOffset:
                 raise errors.InvalidOffset("Invalid offset parameter") from None
         timeout_ms = int(min(float(raw_timeout), MAX_TIMEOUT_MS / 1000) * 1000)
-        found = service().streams.read(name, offset, min(int(raw_limit), MAX_LIMIT), timeout_ms)
+        found = service().streams.read(
+            name,
+            offset,
+            min(int(raw_limit), MAX_LIMIT),
+            timeout_ms,
+            size_of=lambda r: encoded_text_size(records_body([r])),
+            max_bytes=RESPONSE_BUDGET_BYTES,
+        )
         return json_response(records_body(found))

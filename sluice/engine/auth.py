@@ -7,7 +7,6 @@ stops working within that TTL.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import secrets
@@ -18,8 +17,10 @@ from typing import Literal
 
 from sluice import errors
 from sluice.adapters.dynamo import ConditionFailed
+from sluice.adapters.secrets import Secret
 from sluice.engine import keys
 from sluice.engine.backend import Backend
+from sluice.leases import LeaseKeyring
 
 Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
@@ -139,23 +140,9 @@ class TokenStore:
             raise errors.Forbidden(f"this token lacks the {scope!r} scope for this resource")
 
 
-class LeaseSecret:
-    """The HMAC key for lease ids: created once per deployment in the control table, cached forever."""
-
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
-        self._value: bytes | None = None
-
-    def get(self) -> bytes:
-        if self._value is None:
-            item = self.backend.control.get(keys.SECRET_PK, keys.LEASE_SECRET_SK)
-            if item is None:
-                with contextlib.suppress(ConditionFailed):  # another process created it first: use theirs
-                    self.backend.control.put(
-                        {"pk": keys.SECRET_PK, "sk": keys.LEASE_SECRET_SK, "key": secrets.token_bytes(32)},
-                        condition="attribute_not_exists(pk)",
-                    )
-                item = self.backend.control.get(keys.SECRET_PK, keys.LEASE_SECRET_SK)
-            assert item is not None
-            self._value = item["key"]
-        return self._value
+def rotate_lease_key(secret: Secret, now_ms: int) -> LeaseKeyring:
+    """Write a new lease-signing key as the secret's next version; the old one keeps verifying for one
+    visibility period (`sluice.leases.PREVIOUS_KEY_VALID_MS`), so no live lease is invalidated."""
+    ring = LeaseKeyring.parse(secret.read(force=True)).rotated(now_ms)
+    secret.write(ring.to_json())
+    return ring

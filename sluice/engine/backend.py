@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from sluice.adapters.dynamo import Table
 from sluice.adapters.s3 import Bucket
+from sluice.adapters.secrets import Secret
 from sluice.adapters.ssm import SsmMirror
 from sluice.models import Shard
 from sluice.settings import Settings
@@ -24,6 +25,7 @@ class Backend:
     shard_tables: list[Table]
     mirror: SsmMirror
     bucket: Bucket
+    lease_secret: Secret
     clock: Callable[[], int] = field(default=now_ms)
 
     @classmethod
@@ -35,6 +37,7 @@ class Backend:
             shard_tables=[Table(name, endpoint) for name in settings.shard_tables],
             mirror=SsmMirror(settings.shard_map_prefix, endpoint),
             bucket=Bucket(settings.segment_bucket, endpoint),
+            lease_secret=Secret(settings.lease_key_secret, endpoint, settings.lease_key_cache_ttl_seconds),
             clock=clock,
         )
 

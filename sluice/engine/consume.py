@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,6 +19,7 @@ from sluice.adapters.dynamo import ConditionFailed, Table, batch_get_across
 from sluice.codec import StoredMessage, decode_batch
 from sluice.engine import gaps, keys, ordering
 from sluice.engine.backend import Backend
+from sluice.engine.budget import ByteBudget
 from sluice.engine.groupstate import GroupState, Pending
 from sluice.engine.publish import Publisher, message_id, request_batches
 from sluice.engine.queues import QueueDirectory
@@ -77,19 +78,29 @@ class Consumer:
         batch_size: int,
         visibility_ms: int | None = None,
         wait_ms: int = 0,
+        size_of: Callable[[Delivery], int] | None = None,
+        max_bytes: int = 0,
     ) -> PullResult:
-        """Lease up to `batch_size` messages; with `wait_ms`, wait for the first ones to arrive."""
+        """Lease up to `batch_size` messages; with `wait_ms`, wait for the first ones to arrive. With
+        `size_of`, only as many as add up to `max_bytes` in the caller's encoding (see engine/budget.py):
+        the rest are not leased."""
         deadline = time.monotonic() + wait_ms / 1000
         delay = 0.05
         while True:
-            result = self._pull_once(queue_name, group, batch_size, visibility_ms)
+            budget = ByteBudget(max_bytes, size_of) if size_of else None
+            result = self._pull_once(queue_name, group, batch_size, visibility_ms, budget)
             if result.messages or time.monotonic() >= deadline:
                 return result
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, LONG_POLL_MAX_INTERVAL)
 
     def _pull_once(
-        self, queue_name: str, group: str, batch_size: int, visibility_ms: int | None
+        self,
+        queue_name: str,
+        group: str,
+        batch_size: int,
+        visibility_ms: int | None,
+        budget: ByteBudget | None,
     ) -> PullResult:
         queue = self.directory.get(queue_name)
         if queue.paused or group not in queue.groups:
@@ -108,9 +119,9 @@ class Consumer:
             backlog = backlog * len(shards) // len(sample)  # an estimate when not every shard was read
         deliveries: list[Delivery] = []
         for view in sorted(views, key=lambda v: -v.work):
-            if len(deliveries) >= batch_size or view.work <= 0:
+            if len(deliveries) >= batch_size or view.work <= 0 or (budget and budget.full):
                 break
-            deliveries += self._pull_shard(queue, view, group, batch_size - len(deliveries), vis)
+            deliveries += self._pull_shard(queue, view, group, batch_size - len(deliveries), vis, budget)
         return PullResult(messages=deliveries, message_backlog_count=backlog)  # unacked, in flight included
 
     def _read_views(self, queue: Queue, shards: Sequence[Shard], group: str) -> list[_ShardView]:
@@ -133,10 +144,13 @@ class Consumer:
             views.append(view)
         return views
 
-    def _pull_shard(self, queue: Queue, view: _ShardView, group: str, want: int, vis: int) -> list[Delivery]:
+    def _pull_shard(
+        self, queue: Queue, view: _ShardView, group: str, want: int, vis: int, budget: ByteBudget | None
+    ) -> list[Delivery]:
         """Lease from one shard. A lost race retries from the winner's state and the items already read
         (they never change), so a retry costs one conditional write: the race window stays small."""
         fetched: list[dict[str, Any]] = []
+        mark = budget.mark() if budget else None
         for attempt in range(_MAX_COMMIT_ATTEMPTS):
             if attempt:
                 _backoff(attempt)
@@ -144,21 +158,31 @@ class Consumer:
             state = view.state
             old_version = state.version
             deliveries: list[Delivery] = []
-            self._take_due(queue, view, group, want, vis, now, deliveries)
-            if len(deliveries) < want and len(state.pending) < MAX_PENDING:
-                self._take_fresh(queue, view, group, want, vis, now, deliveries, fetched)
+            self._take_due(queue, view, group, want, vis, now, deliveries, budget)
+            if len(deliveries) < want and len(state.pending) < MAX_PENDING and not (budget and budget.full):
+                self._take_fresh(queue, view, group, want, vis, now, deliveries, fetched, budget)
             if not view.dirty:
                 return []
             try:
                 self._commit(view, group, old_version)
             except ConditionFailed as exc:
                 view = _lost_race(view, exc)
+                if budget and mark:
+                    budget.reset(mark)
                 continue
             return deliveries
         raise errors.Throttled("too many consumers are pulling this shard at once; retry shortly")
 
     def _take_due(
-        self, queue: Queue, view: _ShardView, group: str, want: int, vis: int, now: int, out: list[Delivery]
+        self,
+        queue: Queue,
+        view: _ShardView,
+        group: str,
+        want: int,
+        vis: int,
+        now: int,
+        out: list[Delivery],
+        budget: ByteBudget | None,
     ) -> None:
         state = view.state
         due = state.due(now)
@@ -180,10 +204,12 @@ class Consumer:
             self._dead_letter(queue, view, exhausted, messages)
         for seq in redeliver:
             entry = state.pending[seq]
-            entry.attempts += 1
-            entry.due_ms = now + vis
-            entry.leased = True
-            out.append(self._delivery(queue, view, group, seq, entry, messages))
+            offered = Pending(item=entry.item, due_ms=now + vis, attempts=entry.attempts + 1, leased=True)
+            delivery = self._delivery(queue, view, group, seq, offered, messages)
+            if budget is not None and not budget.admit(delivery):
+                break  # the response is full: the rest stay due, unleased, for the next pull
+            state.pending[seq] = offered
+            out.append(delivery)
         view.dirty = True
 
     def _take_fresh(
@@ -196,6 +222,7 @@ class Consumer:
         now: int,
         out: list[Delivery],
         fetched: list[dict[str, Any]],
+        budget: ByteBudget | None,
     ) -> None:
         """Scan batch items from the read level. Messages published before the group's start are
         skipped; a scan that only skipped goes on (a few queries per pull) instead of answering empty."""
@@ -253,9 +280,17 @@ class Consumer:
                     if len(out) >= want or len(state.pending) >= MAX_PENDING:
                         return
                     msg = stored[seq - first]
+                    visible = msg.visible_at_ms <= now
+                    if visible:
+                        entry = Pending(item=first, due_ms=now + vis, attempts=1, leased=True)
+                        delivery = self._delivery(
+                            queue, view, group, seq, entry, {first: (item["ts"], stored)}
+                        )
+                        if budget is not None and not budget.admit(delivery):
+                            return  # the response is full: this message stays unread for the next pull
                     state.read = seq + 1
                     view.dirty = True
-                    if msg.visible_at_ms > now:  # delayed: parked in pending, it blocks nothing behind it
+                    if not visible:  # delayed: parked in pending, it blocks nothing behind it
                         state.pending[seq] = Pending(
                             item=first, due_ms=msg.visible_at_ms, attempts=0, leased=False
                         )
@@ -264,9 +299,8 @@ class Consumer:
                         state, seq, first, msg.partition_key, now
                     ):
                         continue  # an earlier message with its key is still pending
-                    entry = Pending(item=first, due_ms=now + vis, attempts=1, leased=True)
                     state.pending[seq] = entry
-                    out.append(self._delivery(queue, view, group, seq, entry, {first: (item["ts"], stored)}))
+                    out.append(delivery)
                 state.read_item = first + count
             if queried and len(items) < limit:
                 reached_end = True  # every item there was is read: the read level is an item boundary
@@ -396,13 +430,14 @@ class Consumer:
                 if kind == "ack":
                     del state.pending[lease.seq]
                     done += 1
+                elif not _is_current(entry, lease):
+                    # An older delivery's lease: the message now belongs to a later puller (or waits
+                    # for one). Extending or retrying it would take the message away from that puller.
+                    warnings.append(
+                        f"lease for message {message_id(queue, shard_id, lease.seq)} has expired; "
+                        "the message was or will be delivered again"
+                    )
                 elif kind == "extend":
-                    if not entry.leased or entry.attempts != lease.attempt:
-                        warnings.append(
-                            f"lease for message {message_id(queue, shard_id, lease.seq)} has expired; "
-                            "the message was or will be delivered again"
-                        )
-                        continue
                     entry.due_ms = now + (value or 0)
                     done += 1
                 else:
@@ -545,6 +580,11 @@ def _lost_race(view: _ShardView, exc: ConditionFailed) -> _ShardView:
     """The view with the winner's state, which the failed condition handed back: no re-read needed."""
     state = _state_from(exc.item)
     return replace(view, state=state, dirty=apply_floor(state, view.floor))
+
+
+def _is_current(entry: Pending, lease: Lease) -> bool:
+    """Only the lease of the latest delivery may extend or retry a message (acks stay permissive)."""
+    return entry.leased and entry.attempts == lease.attempt
 
 
 def _backoff(attempt: int) -> None:

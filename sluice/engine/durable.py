@@ -19,7 +19,7 @@ import contextlib
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sluice import errors
@@ -28,11 +28,14 @@ from sluice.engine.backend import Backend
 from sluice.engine.publish import Publisher
 from sluice.engine.queues import QueueRegistry
 from sluice.engine.streams import MAX_LIMIT, MAX_TIMEOUT_MS, Position, StreamReader, parse_position
-from sluice.models import OutgoingMessage, Queue
+from sluice.models import MAX_REQUEST_BYTES, OutgoingMessage, Queue
 from sluice.segments import Record
 
 MAX_NAME_CHARS = 256
-MAX_BODY_BYTES = 8 * 1024 * 1024
+# One POST's body: 1 MiB, as for every send. Lambda takes at most 6 MB per synchronous request, and the
+# body travels inside the event as an escaped JSON string (each '"' and '\\' doubled, non-ASCII perhaps
+# \\u-escaped: up to 3x), so 1 MiB is the largest body the deployed path always accepts.
+MAX_BODY_BYTES = MAX_REQUEST_BYTES
 STREAM_QUEUE_PREFIX = "ds-"
 STREAM_SETTINGS: dict[str, Any] = {
     "ordered": True,
@@ -153,9 +156,18 @@ class DurableStreams:
         head = self.backend.table_for(shard).get(keys.shard_pk(queue, shard.id), keys.HEAD_SK) or {}
         return head.get("pver", 0)
 
-    def read(self, stream: str, offset: str | None, limit: int, timeout_ms: int) -> list[Record]:
+    def read(
+        self,
+        stream: str,
+        offset: str | None,
+        limit: int,
+        timeout_ms: int,
+        size_of: Callable[[Record], int] | None = None,
+        max_bytes: int = 0,
+    ) -> list[Record]:
         """Records after `offset` (see streams.parse_position); waits up to `timeout_ms` for the first.
-        A stream never written reads as empty (and is waited for); deleting it releases the wait."""
+        A stream never written reads as empty (and is waited for); deleting it releases the wait.
+        `size_of`/`max_bytes` cap the records by their encoded size (see engine/budget.py)."""
         validate_name(stream)
         position = parse_position(offset)
         limit = min(limit, MAX_LIMIT)
@@ -170,7 +182,15 @@ class DurableStreams:
             queue = self._get(stream)
             position = Position(seqs=position.seqs) if position.latest else position
         remaining = max(0, int((deadline - time.monotonic()) * 1000))
-        page = self.reader.read(queue.name, position, limit=limit, timeout_ms=remaining, queue=queue)
+        page = self.reader.read(
+            queue.name,
+            position,
+            limit=limit,
+            timeout_ms=remaining,
+            queue=queue,
+            size_of=size_of,
+            max_bytes=max_bytes,
+        )
         return page.records
 
     def delete(self, stream: str) -> None:

@@ -10,7 +10,6 @@ QUEUE_SK = "QUEUE"
 QUEUE_INDEX_PK = "QUEUES"  # one item per queue under this key, for paged listing
 TOKENS_PK = "TOKENS"  # listing: one item per token id
 TOKEN_SK = "TOKEN"
-SECRET_PK, LEASE_SECRET_SK = "SECRET", "LEASE"
 
 # Shard tables
 HEAD_SK = "HEAD"

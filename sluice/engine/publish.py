@@ -84,7 +84,7 @@ class Publisher:
         self, queue: Queue, messages: Sequence[OutgoingMessage], *, version: int | None = None
     ) -> PublishResult:
         """One allocation for any number of messages on one shard (Durable Streams' POST carries up to
-        8 MiB): sizes are checked per message, the request limits of `publish` do not apply. The
+        1 MiB): sizes are checked per message, the request limits of `publish` do not apply. The
         caller passes the queue document it trusts (the face reads it consistently)."""
         limit = queue.settings.max_message_bytes
         for index, msg in enumerate(messages):

@@ -27,6 +27,7 @@ from sluice.adapters.dynamo import Table
 from sluice.codec import decode_batch
 from sluice.engine import gaps, keys
 from sluice.engine.backend import Backend
+from sluice.engine.budget import ByteBudget
 from sluice.engine.publish import message_id
 from sluice.engine.queues import QueueDirectory, QueueRegistry
 from sluice.models import MAX_BATCH_MESSAGES, Queue, Shard
@@ -229,9 +230,13 @@ class StreamReader:
         shard: int | None = None,
         timeout_ms: int = 0,
         queue: Queue | None = None,
+        size_of: Callable[[Record], int] | None = None,
+        max_bytes: int = 0,
     ) -> StreamPage:
         """Up to `limit` records after `position`; with `timeout_ms`, wait for the first ones to arrive.
-        The wait ends early, with no records, when the queue is deleted (or deleted and created again)."""
+        The wait ends early, with no records, when the queue is deleted (or deleted and created again).
+        With `size_of`, only as many records as add up to `max_bytes` in the caller's encoding (see
+        engine/budget.py); `next_offset` then points just past the last one returned."""
         queue = queue or self.directory.get(queue_name)
         shards = self._shards(queue, shard)
         seqs = self._resolve(queue, shards, position, single=shard is not None or len(queue.shards) == 1)
@@ -240,7 +245,7 @@ class StreamReader:
         while True:
             page = self._read_once(queue, shards, seqs, limit)
             if page.records or time.monotonic() >= deadline:
-                return page
+                return _fit(page, ByteBudget(max_bytes, size_of)) if size_of else page
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 0.5)
             current = self._current(queue.name)
@@ -440,3 +445,20 @@ class StreamReader:
                 _, (dropped, _) = self._segments.popitem(last=False)
                 self._cached_records -= len(dropped)
         return entry
+
+
+def _fit(page: StreamPage, budget: ByteBudget) -> StreamPage:
+    """The page cut to the records the budget admits, with positions (and next_offset) moved back to the
+    first record left out on each shard, so the next read starts there."""
+    kept = 0
+    while kept < len(page.records) and budget.admit(page.records[kept]):
+        kept += 1
+    if kept == len(page.records):
+        return page
+    positions = dict(page.positions)
+    for record in reversed(page.records[kept:]):  # each shard's records come in sequence order
+        positions[record.shard] = record.seq
+    records = page.records[:kept]
+    # One shard: the offset of the last record returned; several: a cursor over all of them.
+    next_offset = records[-1].offset if len(positions) == 1 else encode_cursor(positions)
+    return StreamPage(records=records, next_offset=next_offset, positions=positions)

@@ -8,12 +8,17 @@ logical ids (`sluice.constants.LOGICAL_*`):
     ControlTable   -> sluice-{stage}-control
     ShardTable{i}  -> sluice-{stage}-shards-{i}
     SegmentBucket  -> sluice-{stage}-segments
+    LeaseKeySecret -> sluice/{stage}/lease-key (the deployed name), its value generated as the
+                      template's GenerateSecretString says (Secrets Manager does it in AWS)
     other tables   -> sluice-{stage}-{logical id, lower case}
 """
 
 from __future__ import annotations
 
+import json
 import re
+import secrets
+import string
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -35,6 +40,8 @@ def local_name(stage: str, logical_id: str) -> str:
         return f"sluice-{stage}-shards-{m.group(1)}"
     if logical_id == c.LOGICAL_SEGMENT_BUCKET:
         return f"sluice-{stage}-segments"
+    if logical_id == c.LOGICAL_LEASE_KEY_SECRET:
+        return c.LEASE_KEY_SECRET_NAME_TEMPLATE.format(stage=stage)
     return f"sluice-{stage}-{logical_id.lower()}"
 
 
@@ -76,8 +83,10 @@ def provision(
             f"the template defines {c.LOGICAL_CONTROL_TABLE}: {c.LOGICAL_CONTROL_TABLE in tables} and "
             f"{len(shard_ids)} shard tables; {shard_table_count} were asked for"
         )
-    if c.LOGICAL_SEGMENT_BUCKET not in template.get("Resources", {}):
-        raise TemplateUnavailable(f"the template has no {c.LOGICAL_SEGMENT_BUCKET}")
+    resources = template.get("Resources", {})
+    for needed in (c.LOGICAL_SEGMENT_BUCKET, c.LOGICAL_LEASE_KEY_SECRET):
+        if needed not in resources:
+            raise TemplateUnavailable(f"the template has no {needed}")
     wanted_shards = set(shard_ids[:shard_table_count])
 
     ddb = aws.client("dynamodb", endpoint_url)
@@ -102,6 +111,11 @@ def provision(
         )
         s3.create_bucket(Bucket=bucket, **extra)
 
+    lease_key_secret = _ensure_secret(
+        aws.client("secretsmanager", endpoint_url),
+        local_name(stage, c.LOGICAL_LEASE_KEY_SECRET),
+        resources[c.LOGICAL_LEASE_KEY_SECRET].get("Properties", {}),
+    )
     return Settings(
         control_table=local_name(stage, c.LOGICAL_CONTROL_TABLE),
         shard_tables=[local_name(stage, lid) for lid in shard_ids[:shard_table_count]],
@@ -109,7 +123,24 @@ def provision(
         shard_map_prefix=c.SHARD_MAP_PREFIX_TEMPLATE.format(stage=stage),
         aws_endpoint_url=endpoint_url,
         stage=stage,
+        lease_key_secret=lease_key_secret,
     )
+
+
+def _ensure_secret(sm: Any, name: str, props: dict[str, Any]) -> str:
+    """The secret's ARN; created once with a value generated as `GenerateSecretString` describes."""
+    try:
+        return sm.describe_secret(SecretId=name)["ARN"]
+    except ClientError as exc:
+        if aws.error_code(exc) != "ResourceNotFoundException":
+            raise
+    spec = props["GenerateSecretString"]
+    alphabet = string.ascii_letters + string.digits
+    if not spec.get("ExcludePunctuation"):
+        alphabet += string.punctuation
+    doc = json.loads(spec["SecretStringTemplate"])
+    doc[spec["GenerateStringKey"]] = "".join(secrets.choice(alphabet) for _ in range(spec["PasswordLength"]))
+    return sm.create_secret(Name=name, SecretString=json.dumps(doc))["ARN"]
 
 
 def _create_table(ddb: Any, name: str, props: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ from tests.infra.helpers import actions, function_ids, literal, of_type, resourc
 pytestmark = pytest.mark.infra
 
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+SIGNERS = (c.FN_BROKER, c.FN_CONSUMER)  # redrive pulls (broker); pull, ack, extend, push (consumer)
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +51,8 @@ def test_every_resource_named_belongs_to_the_function(
         allowed = {own_logs, c.LOGICAL_SEGMENT_BUCKET, *tables}
         if name == c.FN_COORDINATOR:
             allowed |= {fn_ids[c.FN_CONSUMER], fn_ids[c.FN_SHARD]}
+        if name in SIGNERS:
+            allowed.add(c.LOGICAL_LEASE_KEY_SECRET)
         for s in statements:
             for res in resource_list(s):
                 if res == "*":
@@ -121,12 +124,22 @@ def test_invoke_grants_coordinator_own_functions_consumer_push_targets_only(
     }
 
 
-def test_no_function_touches_glue_iam_or_secrets(grants: dict[str, Any]) -> None:
+def test_no_function_touches_glue_iam_or_other_secrets(grants: dict[str, Any]) -> None:
     for name, statements in grants.items():
         for s in statements:
             for a in actions(s):
-                assert not a.startswith(("glue:", "iam:", "secretsmanager:", "kms:")), f"{name}: {a}"
+                assert not a.startswith(("glue:", "iam:", "kms:")), f"{name}: {a}"
                 assert "*" not in a, f"{name}: wildcard action {a}"
+                if a.startswith("secretsmanager:"):
+                    assert name in SIGNERS, f"{name}: {a}"
+                    assert a in {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}, a
+                    assert resource_list(s) == [{"Ref": c.LOGICAL_LEASE_KEY_SECRET}], s
+
+
+def test_the_functions_that_sign_or_verify_leases_read_the_lease_key(grants: dict[str, Any]) -> None:
+    for name in SIGNERS:
+        secrets = granted(grants[name], "secretsmanager:")
+        assert secrets["secretsmanager:GetSecretValue"] == [{"Ref": c.LOGICAL_LEASE_KEY_SECRET}], name
 
 
 def test_glue_role_reads_bucket_and_token_only(resources: dict[str, Any]) -> None:
