@@ -163,3 +163,15 @@ class ConsumerNotFound(SluiceError):
 
 class ConsumerAlreadyExists(SluiceError):
     code = 10126
+
+
+class InvalidStreamName(InvalidRequest):
+    """A stream name with empty, `.` or `..` segments, backslashes or control characters."""
+
+    code = 10130
+
+
+class NotADeadLetterQueue(InvalidRequest):
+    """Redrive from a queue that is not the target queue's `dead_letter_queue`."""
+
+    code = 10131

@@ -15,14 +15,14 @@ from lambdas.broker import idempotency
 from lambdas.broker.send import to_outgoing
 from lambdas.common.http import ok
 from lambdas.common.runtime import service
-from lambdas.common.schemas import Lenient, SendMessage
+from lambdas.common.schemas import SendMessage, Strict
 from sluice.models import MAX_DELAY_SECONDS
 
 router = APIGatewayHttpRouter()
 _CF_Q = "/client/v4/accounts/<account_id>/queues/<queue_id>"
 
 
-class CfBatch(Lenient):
+class CfBatch(Strict):
     messages: list[SendMessage]
     delay_seconds: int | None = Field(None, ge=0, le=MAX_DELAY_SECONDS)
 

@@ -20,10 +20,11 @@ from sluice import errors
 from sluice.adapters.dynamo import ConditionFailed
 from sluice.engine import keys
 from sluice.engine.backend import Backend
+from sluice.names import ALL_QUEUES
 
 Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
-ALL_QUEUES = "*"
+
 TOKEN_PREFIX = "sluice_"
 
 

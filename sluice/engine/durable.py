@@ -29,9 +29,9 @@ from sluice.engine.publish import Publisher
 from sluice.engine.queues import QueueRegistry
 from sluice.engine.streams import MAX_LIMIT, MAX_TIMEOUT_MS, Position, StreamReader, parse_position
 from sluice.models import OutgoingMessage, Queue
+from sluice.names import check_stream_name
 from sluice.segments import Record
 
-MAX_NAME_CHARS = 256
 MAX_BODY_BYTES = 8 * 1024 * 1024
 STREAM_QUEUE_PREFIX = "ds-"
 STREAM_SETTINGS: dict[str, Any] = {
@@ -47,13 +47,6 @@ def queue_name_for(stream: str) -> str:
     """The internal queue of a stream: `ds-` + 32 lowercase base32 characters (160 bits of SHA-256)."""
     digest = hashlib.sha256(stream.encode()).digest()[:20]
     return STREAM_QUEUE_PREFIX + base64.b32encode(digest).decode().lower()
-
-
-def validate_name(stream: str) -> None:
-    if not stream:
-        raise errors.InvalidRequest("Stream name is empty")
-    if len(stream) > MAX_NAME_CHARS:
-        raise errors.StreamNameTooLong(f"Stream name is longer than {MAX_NAME_CHARS} characters")
 
 
 # --- JSON that keeps numbers as written ----------------------------------------------------------------
@@ -134,14 +127,14 @@ class DurableStreams:
 
     def append(self, stream: str, texts: Sequence[str], version: int | None) -> list[str]:
         """Publish JSON texts (from `canonical`) in order, in one allocation; their offsets."""
-        validate_name(stream)
+        check_stream_name(stream)
         queue = self._ensure(stream)
         messages = [OutgoingMessage(body=t.encode(), content_type="json") for t in texts]
         return self.publisher.append(queue, messages, version=version).offsets
 
     def bump(self, stream: str, version: int | None) -> int:
         """An empty POST: store `version` (fenced like a publish), or report the current one."""
-        validate_name(stream)
+        check_stream_name(stream)
         queue = self._ensure(stream)
         if version is None:
             return self.current_version(queue)
@@ -156,7 +149,7 @@ class DurableStreams:
     def read(self, stream: str, offset: str | None, limit: int, timeout_ms: int) -> list[Record]:
         """Records after `offset` (see streams.parse_position); waits up to `timeout_ms` for the first.
         A stream never written reads as empty (and is waited for); deleting it releases the wait."""
-        validate_name(stream)
+        check_stream_name(stream)
         position = parse_position(offset)
         limit = min(limit, MAX_LIMIT)
         deadline = time.monotonic() + min(timeout_ms, MAX_TIMEOUT_MS) / 1000
@@ -174,7 +167,7 @@ class DurableStreams:
         return page.records
 
     def delete(self, stream: str) -> None:
-        validate_name(stream)
+        check_stream_name(stream)
         try:
             self.registry.delete(queue_name_for(stream))
         except errors.QueueNotFound as exc:
