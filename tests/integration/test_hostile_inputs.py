@@ -429,3 +429,21 @@ def test_a_queue_name_refused_on_create_is_refused_everywhere(world):
 
     assert not QUEUE.ok("qa\n") and QUEUE.ok("a" * 63)
     assert check_queue_name(Q) == Q
+
+
+@pytest.mark.parametrize("name", ["a", "a/b", "a.b/c-d_e", "..a/b..", "a b/ü/🙂", "x" * 256])
+def test_ordinary_stream_names_are_accepted(name):
+    from sluice.names import check_stream_name
+
+    assert check_stream_name(name) == name
+
+
+def test_the_engine_applies_the_same_rule_to_token_bindings(engine):
+    """The CLI's offline token path calls the engine directly: it refuses the same names."""
+    from sluice import errors
+
+    before = engine.tokens.list()
+    for name in ("../x", "a" * 1000, "qa\n"):
+        with pytest.raises(errors.InvalidQueueName):
+            engine.tokens.create(name, ["read"])
+    assert engine.tokens.list() == before
