@@ -1,11 +1,11 @@
 """The Durable Streams face over the engine: a stream is a one-shard, ordered, bottomless queue.
 
-A stream name (1-256 characters, `/` allowed) maps to an internal queue name deterministically
-(`ds-` + 32 base32 characters of its SHA-256), and the queue document keeps the real name in
-`stream_name`. The stream is created by its first publish. Version fencing is the shard HEAD's
-`pver`, exactly as `?version=` on the native face. Records are any JSON value, stored as their
-compact JSON text with numbers kept as written, and returned as that text: `data` round-trips byte
-for byte (modulo insignificant whitespace).
+A stream name (1-256 characters in `/`-separated segments, `sluice.names.check_stream_name`) maps to an
+internal queue name deterministically (`ds-` + 32 base32 characters of its SHA-256), and the queue
+document keeps the real name in `stream_name`. The stream is created by its first publish. Version
+fencing is the shard HEAD's `pver`, exactly as `?version=` on the native face. Records are any JSON
+value, stored as their compact JSON text with numbers kept as written, and returned as that text: `data`
+round-trips byte for byte (modulo insignificant whitespace).
 
 Documents are read from the control table (consistent), not the cached mirror: a stream deleted and
 written again must never be appended to its old incarnation. That is one GetItem more per request
