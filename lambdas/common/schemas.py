@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from sluice.models import (
     DEFAULT_GROUP,
@@ -36,6 +36,15 @@ class Lenient(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+def _integral(value: Any) -> Any:
+    """JSON has one number type: 5.0 is 5 (Cloudflare's SDK types delays as floats). A fraction, a
+    string or a boolean still fails the strict integer check after this."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+DelaySeconds = Annotated[int, BeforeValidator(_integral), Field(ge=0, le=MAX_DELAY_SECONDS)]
+
+
 def _not_reserved(key: str) -> str:
     if key.startswith(RESERVED_ATTRIBUTE_PREFIX):
         raise ValueError(f"attribute names starting with {RESERVED_ATTRIBUTE_PREFIX!r} are reserved")
@@ -60,7 +69,7 @@ class UpdateQueue(Strict):
 class SendMessage(Strict):
     body: Any = Field(description="required; any JSON value (json), a string (text) or base64 (bytes)")
     content_type: ContentType = "json"
-    delay_seconds: int | None = Field(None, ge=0, le=MAX_DELAY_SECONDS)
+    delay_seconds: DelaySeconds | None = None
     partition_key: str | None = Field(None, max_length=MAX_PARTITION_KEY_CHARS)
     attributes: dict[AttributeKey, AttributeValue] = Field(
         default_factory=dict,
@@ -71,7 +80,7 @@ class SendMessage(Strict):
 
 class SendBatch(Strict):
     messages: list[SendMessage]  # the count limit is the engine's, with its own error code
-    delay_seconds: int | None = Field(None, ge=0, le=MAX_DELAY_SECONDS)
+    delay_seconds: DelaySeconds | None = None
 
 
 class Pull(Strict):
@@ -91,7 +100,7 @@ class LeaseRef(Strict):
 
 
 class RetryRef(LeaseRef):
-    delay_seconds: int | None = Field(None, ge=0, le=MAX_DELAY_SECONDS)
+    delay_seconds: DelaySeconds | None = None
 
 
 class Ack(Strict):

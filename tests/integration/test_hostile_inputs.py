@@ -200,6 +200,15 @@ CASES: list[tuple[str, str, str, Any, str, int, int | None]] = [
         10103,
     ),
     ("setting ordered 1", "PATCH", f"/v1/queues/{Q}", {"settings": {"ordered": 1}}, "", 400, 10103),
+    (
+        "delay_seconds 1.5",
+        "POST",
+        f"{CF}/messages",
+        {"body": 1, "delay_seconds": 1.5},
+        "",
+        400,
+        10100,
+    ),
     # unknown fields are refused
     (
         "1 MiB of padding in an unknown field",
@@ -447,3 +456,23 @@ def test_the_engine_applies_the_same_rule_to_token_bindings(engine):
         with pytest.raises(errors.InvalidQueueName):
             engine.tokens.create(name, ["read"])
     assert engine.tokens.list() == before
+
+
+def test_strictness_keeps_what_clients_legitimately_send(api, queue_name):
+    """JSON has one number type: Cloudflare's SDK types delays as floats, so 0.0 is 0; and every
+    documented field of each send body is still accepted."""
+    assert api("POST", "/v1/queues", {"queue_name": queue_name})[0] == 201
+    cf = f"/client/v4/accounts/acc/queues/{queue_name}"
+    status, body = api(
+        "POST", f"{cf}/messages", {"body": {"a": 1}, "content_type": "json", "delay_seconds": 0.0}
+    )
+    assert status == 200, body
+    batch = {"messages": [{"body": "t", "content_type": "text", "delay_seconds": 0}], "delay_seconds": 0.0}
+    assert api("POST", f"{cf}/messages/batch", batch)[0] == 200
+    native = {
+        "messages": [{"body": None, "partition_key": "k", "attributes": {"a": "b"}, "delay_seconds": 0}],
+        "delay_seconds": 0,
+    }
+    assert api("POST", f"/v1/queues/{queue_name}/messages", native)[0] == 200
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages/pull", {"batch_size": 10})
+    assert status == 200 and len(body["result"]["messages"]) == 3
