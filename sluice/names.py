@@ -1,6 +1,7 @@
-"""The one rule for every name a client chooses: queues, consumer groups, push consumers, token bindings
-and stream names. Every face, the engine and the SDK check names here, so a name one route accepts is
-a name every route accepts (a queue `"qa\\n"` was once created and then refused by every other route).
+"""The one rule for every name a client chooses: queues, consumer groups, push consumers, stream names
+and token bindings (a queue or a stream). Every face and the engine check names here, so a name one
+route accepts is a name every route accepts (a queue `"qa\\n"` was once created and then refused by
+every other route).
 
 Each rule is a character class and a length, checked with anchored `\\A...\\Z` regexes (`^...$` lets a
 trailing newline through in Python). Request models use the `Annotated` types, whose error types map
@@ -56,17 +57,6 @@ GroupName = Annotated[str, AfterValidator(GROUP.field), WithJsonSchema(GROUP.jso
 ConsumerId = Annotated[str, AfterValidator(CONSUMER.field), WithJsonSchema(CONSUMER.json_schema)]
 
 
-def _token_queue(name: str) -> str:
-    return name if name == ALL_QUEUES else QUEUE.field(name)
-
-
-TokenQueue = Annotated[
-    str,
-    AfterValidator(_token_queue),
-    WithJsonSchema({"type": "string", "pattern": f"^(\\*|{QUEUE.json_pattern[1:-1]})$"}),
-]
-
-
 def check_queue_name(name: Any) -> str:
     if not QUEUE.ok(name):
         raise errors.InvalidQueueName(QUEUE.message(name))
@@ -84,21 +74,56 @@ def check_group_name(name: Any) -> str:
 _SEGMENT_RE = re.compile(r"\A[^\x00-\x1f\x7f/\\]+\Z")
 
 
+def _stream_name_problem(name: Any) -> errors.SluiceError | None:
+    if not isinstance(name, str) or not name:
+        return errors.InvalidStreamName("Stream name is empty")
+    if len(name) > MAX_STREAM_NAME_CHARS:
+        return errors.StreamNameTooLong(f"Stream name is longer than {MAX_STREAM_NAME_CHARS} characters")
+    if any(seg in ("", ".", "..") or not _SEGMENT_RE.match(seg) for seg in name.split("/")):
+        return errors.InvalidStreamName(
+            "Invalid stream name: use '/'-separated segments without empty, '.' or '..' segments, "
+            "backslashes or control characters"
+        )
+    return None
+
+
 def check_stream_name(name: str) -> str:
     """A stream name is 1-256 characters of `/`-separated segments. Names that a path normaliser, a
     proxy or a file system would read as another name are refused, not normalised, so one stream has
     exactly one name: empty segments (`a//b`, a leading or trailing `/`), `.` and `..` segments,
-    backslashes and control characters (a decoded `%00` among them)."""
-    if not name:
-        raise errors.InvalidStreamName("Stream name is empty")
-    if len(name) > MAX_STREAM_NAME_CHARS:
-        raise errors.StreamNameTooLong(f"Stream name is longer than {MAX_STREAM_NAME_CHARS} characters")
-    for segment in name.split("/"):
-        if segment in ("", ".", "..") or not _SEGMENT_RE.match(segment):
-            raise errors.InvalidStreamName(
-                "Invalid stream name: use '/'-separated segments without empty, '.' or '..' segments, "
-                "backslashes or control characters"
-            )
+    backslashes and control characters (a decoded `%00` among them). Every queue name is one."""
+    problem = _stream_name_problem(name)
+    if problem is not None:
+        raise problem
+    return name
+
+
+# --- token bindings: every queue (`*`), or one queue or stream by name ---------------------------------
+
+_TOKEN_BINDING_ERROR = "invalid_token_binding"
+_TOKEN_BINDING_RULE = "'*', a queue name or a stream name (1-256 characters of '/'-separated segments)"
+
+
+def _token_binding_ok(name: Any) -> bool:
+    return name == ALL_QUEUES or QUEUE.ok(name) or _stream_name_problem(name) is None
+
+
+def _token_binding(name: str) -> str:
+    if not _token_binding_ok(name):
+        raise PydanticCustomError(_TOKEN_BINDING_ERROR, f"a token is bound to {_TOKEN_BINDING_RULE}")
+    return name
+
+
+TokenBinding = Annotated[
+    str,
+    AfterValidator(_token_binding),
+    WithJsonSchema({"type": "string", "minLength": 1, "maxLength": MAX_STREAM_NAME_CHARS}),
+]
+
+
+def check_token_binding(name: Any) -> str:
+    if not _token_binding_ok(name):
+        raise errors.InvalidQueueName(f"a token is bound to {_TOKEN_BINDING_RULE}")
     return name
 
 
@@ -106,5 +131,6 @@ ERROR_CODES: dict[str, int] = {
     QUEUE.error_type: errors.InvalidQueueName.code,
     GROUP.error_type: errors.InvalidRequest.code,
     CONSUMER.error_type: errors.InvalidConsumer.code,
+    _TOKEN_BINDING_ERROR: errors.InvalidQueueName.code,
 }
 """Pydantic error type of a name field → the code its domain check raises, for the error registry."""

@@ -19,7 +19,7 @@ from sluice.models import (
     RESERVED_ATTRIBUTE_PREFIX,
     ContentType,
 )
-from sluice.names import GroupName, QueueName, TokenQueue
+from sluice.names import GroupName, QueueName, TokenBinding
 
 
 class Strict(BaseModel):
@@ -31,7 +31,8 @@ class Strict(BaseModel):
 
 
 class Lenient(BaseModel):
-    """Unknown fields are ignored (the Cloudflare face's pull body, which that face's owner keeps)."""
+    """Unknown fields ignored, integers coerced: only the Cloudflare face's pull body (`CfPull`) still
+    uses it; moving it to `Strict` is that face's call."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -116,7 +117,7 @@ class ExtendLeases(Strict):
 
 
 class CreateToken(Strict):
-    queue: TokenQueue = Field(description="a queue name, or '*' for every queue")
+    queue: TokenBinding = Field(description="a queue or stream name, or '*' for every queue")
     scopes: list[Literal["read", "write", "admin"]] = Field(min_length=1, max_length=3)
 
 

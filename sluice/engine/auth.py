@@ -20,7 +20,7 @@ from sluice import errors
 from sluice.adapters.dynamo import ConditionFailed
 from sluice.engine import keys
 from sluice.engine.backend import Backend
-from sluice.names import ALL_QUEUES, check_queue_name
+from sluice.names import ALL_QUEUES, check_token_binding
 
 Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
@@ -55,8 +55,7 @@ class TokenStore:
 
     def create(self, queue: str, scopes: list[str], token: str | None = None) -> tuple[str, str]:
         """(token_id, token). The token is shown once; only its hash is stored."""
-        if queue != ALL_QUEUES:
-            check_queue_name(queue)  # the one name rule: a token cannot be bound to "../x"
+        check_token_binding(queue)  # the one name rule: a token cannot be bound to "../x"
         unknown = sorted(set(scopes) - set(SCOPES))
         if not scopes or unknown:
             raise errors.InvalidRequest(f"scopes must be a non-empty list of {', '.join(SCOPES)}")

@@ -164,7 +164,9 @@ class Position:
 
 
 CURSOR_PREFIX = "~"
-_CURSOR_RE = re.compile(r"\A~[0-9]{1,10}\.[0-9]{1,16}(,[0-9]{1,10}\.[0-9]{1,16})*\Z")
+_CURSOR_RE = re.compile(
+    rf"\A{re.escape(CURSOR_PREFIX)}[0-9]{{1,10}}\.[0-9]{{1,16}}(,[0-9]{{1,10}}\.[0-9]{{1,16}})*\Z"
+)
 
 
 def parse_position(offset: str | None, start_ms: int | None = None, shard: int | None = None) -> Position:

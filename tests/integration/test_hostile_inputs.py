@@ -82,6 +82,15 @@ CASES: list[tuple[str, str, str, Any, str, int, int | None]] = [
         10102,
     ),
     ("token bound to 'qa\\n'", "POST", "/v1/tokens", {"queue": "qa\n", "scopes": ["read"]}, "", 400, 10102),
+    (
+        "token bound to a stream name with '..'",
+        "POST",
+        "/v1/tokens",
+        {"queue": "a/../b", "scopes": ["read"]},
+        "",
+        400,
+        10102,
+    ),
     ("token with an unknown scope", "POST", "/v1/tokens", {"queue": Q, "scopes": ["root"]}, "", 400, 10100),
     ("group name with a newline", "POST", f"/v1/queues/{Q}/consumer-groups", {"name": "g\n"}, "", 400, 10100),
     (
