@@ -189,3 +189,15 @@ class GatewayHeadersTooLarge(SluiceError):
     """The request line and headers are over API Gateway's 10,240-byte quota."""
 
     code = 10431
+
+
+class InvalidStreamName(InvalidRequest):
+    """A stream name with empty, `.` or `..` segments, backslashes or control characters."""
+
+    code = 10130
+
+
+class NotADeadLetterQueue(InvalidRequest):
+    """Redrive from a queue that is not the target queue's `dead_letter_queue`."""
+
+    code = 10131

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-QUEUE_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,63}$"
-QUEUE_NAME_RE = re.compile(QUEUE_NAME_PATTERN)
-GROUP_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,63}$"
+from sluice.names import QueueName
+
 DEFAULT_GROUP = "default"
 
 MAX_BATCH_MESSAGES = 100
@@ -18,6 +16,18 @@ MAX_PULL_BATCH = 100
 MAX_VISIBILITY_MS = 43_200_000
 MAX_DELAY_SECONDS = 86_400
 MAX_WAIT_MS = 20_000
+MAX_RETENTION_SECONDS = 3_153_600_000  # 100 years: bottomless queues keep segments, not forever
+# Numbers a client sends are bounded so that they fit everywhere they go: DynamoDB numbers (38 digits),
+# 16-digit millisecond offsets, and 64-bit integers in clients.
+MAX_VERSION = 2**63 - 1  # producer versions (`?version=`, native and Durable Streams)
+MAX_TIMESTAMP_MS = 10**16 - 1  # the 16-digit millisecond part of an offset
+MAX_COUNT = 10**9  # counts a client asks for (redrive's max_messages)
+MAX_SHARD_ID = 2**31 - 1
+MAX_PARTITION_KEY_CHARS = 256
+MAX_ATTRIBUTES = 16
+MAX_ATTRIBUTE_KEY_CHARS = 128
+MAX_ATTRIBUTE_VALUE_CHARS = 1024
+RESERVED_ATTRIBUTE_PREFIX = "sluice-"  # the engine's own attributes (e.g. a dead letter's source queue)
 
 ContentType = Literal["json", "text", "bytes"]
 
@@ -25,15 +35,15 @@ ContentType = Literal["json", "text", "bytes"]
 class QueueSettings(BaseModel):
     """Per-queue settings of API.md, with their defaults and bounds."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    retention_seconds: int = Field(345_600, ge=60)
+    retention_seconds: int = Field(345_600, ge=60, le=MAX_RETENTION_SECONDS)
     bottomless: bool = False
     delivery_delay_seconds: int = Field(0, ge=0, le=MAX_DELAY_SECONDS)
     visibility_timeout_ms: int = Field(30_000, ge=1, le=MAX_VISIBILITY_MS)
     max_retries: int = Field(3, ge=0, le=100)
     retry_delay_seconds: int = Field(0, ge=0, le=MAX_DELAY_SECONDS)
-    dead_letter_queue: str | None = Field(None, pattern=QUEUE_NAME_PATTERN)
+    dead_letter_queue: QueueName | None = None
     ordered: bool = False
     min_shards: int = Field(1, ge=1, le=256)
     max_shards: int = Field(64, ge=1, le=256)
@@ -117,6 +127,17 @@ class OutgoingMessage(BaseModel):
     delay_seconds: int | None = None  # None: the queue's delivery_delay_seconds; 0: no delay
     partition_key: str | None = None
     attributes: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        """What counts against `max_message_bytes`: body, partition key and the client's attributes in
+        UTF-8 (the engine's own `sluice-` attributes are free, so dead-lettering never overflows)."""
+        extra = sum(
+            len(k.encode()) + len(v.encode())
+            for k, v in self.attributes.items()
+            if not k.startswith(RESERVED_ATTRIBUTE_PREFIX)
+        )
+        return len(self.body) + len((self.partition_key or "").encode()) + extra
 
 
 class PublishResult(BaseModel):

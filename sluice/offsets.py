@@ -5,13 +5,18 @@ from __future__ import annotations
 import re
 
 OFFSET_DIGITS = 32
-OFFSET_RE = re.compile(r"^\d{32}$")
-TIME_PREFIX_RE = re.compile(r"^\d{16}$")
+OFFSET_RE = re.compile(r"\A[0-9]{32}\Z")  # ASCII digits only, no trailing newline
+TIME_PREFIX_RE = re.compile(r"\A[0-9]{16}\Z")
 BEGINNING = "-"
 
 
 def encode(timestamp_ms: int, seq: int) -> str:
     return f"{timestamp_ms:016d}{seq:016d}"
+
+
+def time_prefix(timestamp_ms: int) -> str:
+    """The 16-digit form of a time position (records at or after it)."""
+    return f"{timestamp_ms:016d}"
 
 
 def decode(offset: str) -> tuple[int, int]:

@@ -9,22 +9,20 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
-from pydantic import Field
 
 from lambdas.broker import idempotency
 from lambdas.broker.send import to_outgoing
 from lambdas.common.http import ok
 from lambdas.common.runtime import service
-from lambdas.common.schemas import Lenient, SendMessage
-from sluice.models import MAX_DELAY_SECONDS
+from lambdas.common.schemas import DelaySeconds, SendMessage, Strict
 
 router = APIGatewayHttpRouter()
 _CF_Q = "/client/v4/accounts/<account_id>/queues/<queue_id>"
 
 
-class CfBatch(Lenient):
+class CfBatch(Strict):
     messages: list[SendMessage]
-    delay_seconds: int | None = Field(None, ge=0, le=MAX_DELAY_SECONDS)
+    delay_seconds: DelaySeconds | None = None
 
 
 def _send(queue_id: str, messages: list[SendMessage], delay: int | None, request: Any) -> Response[dict]:

@@ -2,31 +2,49 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, ValidationError, ValidatorFunctionWrapHandler, WrapValidator
+from pydantic_core import PydanticCustomError
 
 from lambdas.common.http import ok, principal_of
 from lambdas.common.runtime import service
-from lambdas.common.schemas import Lenient
-from sluice.models import GROUP_NAME_PATTERN, QUEUE_NAME_PATTERN
+from lambdas.common.schemas import Strict
+from sluice.models import MAX_COUNT, MAX_TIMESTAMP_MS
+from sluice.names import GroupName, QueueName
 
 router = APIGatewayHttpRouter()
 
 
-class CreateGroup(Lenient):
-    name: str = Field(pattern=GROUP_NAME_PATTERN)
-    start: str | int = Field("earliest", description="'earliest', 'latest' or a timestamp in ms (inclusive)")
+def _one_start_error(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """One message for the union instead of one per branch."""
+    try:
+        return handler(value)
+    except ValidationError:
+        raise PydanticCustomError(
+            "start",
+            f"use 'earliest', 'latest' or a timestamp in milliseconds (an integer 0..{MAX_TIMESTAMP_MS})",
+        ) from None
 
 
-class Redrive(Lenient):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+class CreateGroup(Strict):
+    name: GroupName
+    start: Annotated[
+        Literal["earliest", "latest"] | Annotated[int, Field(ge=0, le=MAX_TIMESTAMP_MS)],
+        WrapValidator(_one_start_error),
+    ] = Field("earliest", description="'earliest', 'latest' or a timestamp in ms (inclusive)")
 
-    from_queue: str = Field(alias="from", pattern=QUEUE_NAME_PATTERN, description="the dead letter queue")
-    max_messages: int | None = Field(None, ge=1, description="at most this many; all when absent")
+
+class Redrive(Strict):
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+    from_queue: QueueName = Field(alias="from", description="the queue's dead_letter_queue")
+    max_messages: int | None = Field(
+        None, ge=1, le=MAX_COUNT, description="at most this many; all when absent"
+    )
 
 
 @router.post("/v1/queues/<queue_name>/consumer-groups")

@@ -14,7 +14,7 @@ from lambdas.common.runtime import service
 from lambdas.common.schemas import SendBatch, SendMessage
 from sluice import errors
 from sluice.codec import body_from_request
-from sluice.models import OutgoingMessage
+from sluice.models import MAX_VERSION, OutgoingMessage
 
 router = APIGatewayHttpRouter()
 
@@ -44,7 +44,7 @@ def to_outgoing(messages: list[SendMessage], default_delay: int | None) -> list[
 def send(
     queue_name: str,
     body: Annotated[SendBatch, Body()],
-    version: Annotated[int | None, Query(ge=0)] = None,
+    version: Annotated[int | None, Query(ge=0, le=MAX_VERSION)] = None,
 ) -> Response[dict]:
     def publish() -> dict:
         result = service().publisher.publish(

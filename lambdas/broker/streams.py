@@ -18,20 +18,24 @@ from lambdas.common.streams import (
     stream_name,
 )
 from sluice import errors
-from sluice.engine.durable import MAX_BODY_BYTES, canonical, parse_json, validate_name
+from sluice.engine.durable import MAX_BODY_BYTES, canonical, parse_json
+from sluice.models import MAX_VERSION
+from sluice.names import check_stream_name
 
 router = APIGatewayHttpRouter()
-_VERSION_RE = re.compile(r"^\d+$")
+_VERSION_RE = re.compile(r"\A[0-9]{1,19}\Z")  # MAX_VERSION (2^63 - 1) has 19 digits
 
 
 @router.post(STREAM_RULE)
 def publish() -> Response[Any]:
     with plain_errors():
         name = stream_name(router)
-        validate_name(name)
+        check_stream_name(name)
         raw_version = query(router).get("version")
-        if raw_version is not None and not _VERSION_RE.match(raw_version):
-            raise errors.InvalidRequest("Invalid version parameter")
+        if raw_version is not None and not (
+            _VERSION_RE.match(raw_version) and int(raw_version) <= MAX_VERSION
+        ):
+            raise errors.InvalidRequest("Invalid version parameter")  # exact text: the conformance suite
         version = int(raw_version) if raw_version is not None else None
         body = router.current_event.decoded_body or ""
         if len(body.encode()) > MAX_BODY_BYTES:

@@ -10,7 +10,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
-from sluice import errors
+from sluice import errors, names
 
 logger = Logger(child=True)
 
@@ -83,10 +83,18 @@ def as_plain(exc: errors.SluiceError) -> errors.SluiceError:
 
 
 def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
+    """The code and message of a request that failed its model: names keep their own codes (an invalid
+    queue name is 10102 wherever it appears), anything else is 10100 naming the field."""
     first = exc.errors()[0] if exc.errors() else {}
-    if first.get("type") == "json_invalid":
+    kind = first.get("type")
+    if kind == "json_invalid":
         return errors.MalformedJson.code, "the request body is not valid JSON"
-    where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
+    loc = tuple(first.get("loc", ()))
+    where = ".".join(str(p) for p in (loc[1:] if loc[:1] in (("body",), ("query",)) else loc)) or "request"
+    if kind in names.ERROR_CODES:
+        return names.ERROR_CODES[kind], f"invalid {where}: {first.get('msg', 'bad value')}"
+    if kind == "extra_forbidden":
+        return errors.InvalidRequest.code, f"unknown field {where}: see docs/api.md for this request's fields"
     return errors.InvalidRequest.code, f"invalid {where}: {first.get('msg', 'bad value')}"
 
 

@@ -2,85 +2,126 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from sluice.models import (
     DEFAULT_GROUP,
-    GROUP_NAME_PATTERN,
+    MAX_ATTRIBUTE_KEY_CHARS,
+    MAX_ATTRIBUTE_VALUE_CHARS,
+    MAX_ATTRIBUTES,
     MAX_DELAY_SECONDS,
+    MAX_PARTITION_KEY_CHARS,
     MAX_PULL_BATCH,
     MAX_VISIBILITY_MS,
     MAX_WAIT_MS,
+    RESERVED_ATTRIBUTE_PREFIX,
     ContentType,
 )
+from sluice.names import GroupName, QueueName, TokenBinding
+
+
+class Strict(BaseModel):
+    """Request bodies: an unknown field or a value of the wrong JSON type (`"5"` or `true` for a number)
+    is a 400 (10100), never ignored or coerced, so a typo cannot silently fall back to a default and
+    padding cannot ride along."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Lenient(BaseModel):
-    """Unknown fields are ignored, as Cloudflare's and SQS's clients expect."""
+    """Unknown fields ignored, integers coerced: only the Cloudflare face's pull body (`CfPull`) still
+    uses it; moving it to `Strict` is that face's call."""
 
     model_config = ConfigDict(extra="ignore")
 
 
-class CreateQueue(Lenient):
-    queue_name: str = Field(min_length=1)
-    settings: dict[str, Any] = Field(default_factory=dict)
+def _integral(value: Any) -> Any:
+    """JSON has one number type: 5.0 is 5 (Cloudflare's SDK types delays as floats). A fraction, a
+    string or a boolean still fails the strict integer check after this."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-class UpdateQueue(Lenient):
+DelaySeconds = Annotated[int, BeforeValidator(_integral), Field(ge=0, le=MAX_DELAY_SECONDS)]
+
+
+def _not_reserved(key: str) -> str:
+    if key.startswith(RESERVED_ATTRIBUTE_PREFIX):
+        raise ValueError(f"attribute names starting with {RESERVED_ATTRIBUTE_PREFIX!r} are reserved")
+    return key
+
+
+AttributeKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_ATTRIBUTE_KEY_CHARS), AfterValidator(_not_reserved)
+]
+AttributeValue = Annotated[str, StringConstraints(max_length=MAX_ATTRIBUTE_VALUE_CHARS)]
+
+
+class CreateQueue(Strict):
+    queue_name: QueueName
+    settings: dict[str, Any] = Field(default_factory=dict, description="see QueueSettings; 400 10103 if bad")
+
+
+class UpdateQueue(Strict):
     settings: dict[str, Any]
 
 
-class SendMessage(Lenient):
-    body: Any = None
+class SendMessage(Strict):
+    body: Any = Field(description="required; any JSON value (json), a string (text) or base64 (bytes)")
     content_type: ContentType = "json"
-    delay_seconds: int | None = Field(None, ge=0, le=MAX_DELAY_SECONDS)
-    partition_key: str | None = Field(None, max_length=256)
-    attributes: dict[str, str] = Field(default_factory=dict)
+    delay_seconds: DelaySeconds | None = None
+    partition_key: str | None = Field(None, max_length=MAX_PARTITION_KEY_CHARS)
+    attributes: dict[AttributeKey, AttributeValue] = Field(
+        default_factory=dict,
+        max_length=MAX_ATTRIBUTES,
+        description="counted in the message's size with the body and partition key",
+    )
 
 
-class SendBatch(Lenient):
+class SendBatch(Strict):
     messages: list[SendMessage]  # the count limit is the engine's, with its own error code
-    delay_seconds: int | None = Field(None, ge=0, le=MAX_DELAY_SECONDS)
+    delay_seconds: DelaySeconds | None = None
 
 
-class Pull(Lenient):
+class Pull(Strict):
     batch_size: int = Field(5, ge=1, le=MAX_PULL_BATCH)
     visibility_timeout_ms: int | None = Field(None, ge=1, le=MAX_VISIBILITY_MS)
     visibility_timeout: int | None = Field(None, ge=1, le=MAX_VISIBILITY_MS, description="synonym, in ms")
     wait_time_ms: int = Field(0, ge=0, le=MAX_WAIT_MS)
-    consumer_group: str = Field(DEFAULT_GROUP, pattern=GROUP_NAME_PATTERN)
+    consumer_group: GroupName = DEFAULT_GROUP
 
     @property
     def visibility_ms(self) -> int | None:
         return self.visibility_timeout_ms or self.visibility_timeout
 
 
-class LeaseRef(Lenient):
+class LeaseRef(Strict):
     lease_id: str = Field(min_length=1, max_length=512)
 
 
 class RetryRef(LeaseRef):
-    delay_seconds: int | None = Field(None, ge=0, le=MAX_DELAY_SECONDS)
+    delay_seconds: DelaySeconds | None = None
 
 
-class Ack(Lenient):
+class Ack(Strict):
     acks: list[LeaseRef] = Field(default_factory=list, max_length=1000)
     retries: list[RetryRef] = Field(default_factory=list, max_length=1000)
 
 
-class ExtendLeases(Lenient):
-    lease_ids: list[str] = Field(min_length=1, max_length=1000)
+class ExtendLeases(Strict):
+    lease_ids: list[Annotated[str, StringConstraints(min_length=1, max_length=512)]] = Field(
+        min_length=1, max_length=1000
+    )
     visibility_timeout_ms: int = Field(ge=1, le=MAX_VISIBILITY_MS)
 
 
-class CreateToken(Lenient):
-    queue: str = Field(min_length=1)
-    scopes: list[str] = Field(min_length=1)
+class CreateToken(Strict):
+    queue: TokenBinding = Field(description="a queue or stream name, or '*' for every queue")
+    scopes: list[Literal["read", "write", "admin"]] = Field(min_length=1, max_length=3)
 
 
-class CreateConsumer(Lenient):
+class CreateConsumer(Strict):
     """A push consumer; bounds are checked by the engine (`sluice.engine.push`), with error 10124."""
 
     id: str | None = Field(None, description="1-63 of [A-Za-z0-9_-]; generated when absent")

@@ -16,11 +16,12 @@ from sluice import errors
 from sluice.codec import body_to_native
 from sluice.engine.durable import records_body
 from sluice.engine.streams import MAX_LIMIT, MAX_TIMEOUT_MS, parse_position
+from sluice.models import MAX_SHARD_ID, MAX_TIMESTAMP_MS
 from sluice.segments import Record
 
 router = APIGatewayHttpRouter()
-_LIMIT_RE = re.compile(r"^\d+$")
-_TIMEOUT_RE = re.compile(r"^\d+(\.\d+)?$")
+_LIMIT_RE = re.compile(r"\A[0-9]{1,9}\Z")
+_TIMEOUT_RE = re.compile(r"\A[0-9]{1,9}(\.[0-9]{1,9})?\Z")
 
 
 def native_record(r: Record) -> dict[str, Any]:
@@ -40,10 +41,10 @@ def native_record(r: Record) -> dict[str, Any]:
 def records(
     queue_name: str,
     offset: Annotated[str | None, Query(max_length=4096)] = None,
-    start: Annotated[int | None, Query(ge=0)] = None,
+    start: Annotated[int | None, Query(ge=0, le=MAX_TIMESTAMP_MS)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 10,
     timeout_sec: Annotated[float, Query(ge=0, le=MAX_TIMEOUT_MS / 1000)] = 0,
-    shard: Annotated[int | None, Query(ge=0)] = None,
+    shard: Annotated[int | None, Query(ge=0, le=MAX_SHARD_ID)] = None,
 ) -> Response[dict]:
     if offset is not None and start is not None:
         raise errors.InvalidOffset("pass either offset or start, not both")

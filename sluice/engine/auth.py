@@ -21,10 +21,11 @@ from sluice.adapters.secrets import Secret
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.leases import LeaseKeyring
+from sluice.names import ALL_QUEUES, check_token_binding
 
 Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
-ALL_QUEUES = "*"
+
 TOKEN_PREFIX = "sluice_"
 
 
@@ -55,6 +56,7 @@ class TokenStore:
 
     def create(self, queue: str, scopes: list[str], token: str | None = None) -> tuple[str, str]:
         """(token_id, token). The token is shown once; only its hash is stored."""
+        check_token_binding(queue)  # the one name rule: a token cannot be bound to "../x"
         unknown = sorted(set(scopes) - set(SCOPES))
         if not scopes or unknown:
             raise errors.InvalidRequest(f"scopes must be a non-empty list of {', '.join(SCOPES)}")

@@ -1,11 +1,11 @@
 """The Durable Streams face over the engine: a stream is a one-shard, ordered, bottomless queue.
 
-A stream name (1-256 characters, `/` allowed) maps to an internal queue name deterministically
-(`ds-` + 32 base32 characters of its SHA-256), and the queue document keeps the real name in
-`stream_name`. The stream is created by its first publish. Version fencing is the shard HEAD's
-`pver`, exactly as `?version=` on the native face. Records are any JSON value, stored as their
-compact JSON text with numbers kept as written, and returned as that text: `data` round-trips byte
-for byte (modulo insignificant whitespace).
+A stream name (1-256 characters in `/`-separated segments, `sluice.names.check_stream_name`) maps to an
+internal queue name deterministically (`ds-` + 32 base32 characters of its SHA-256), and the queue
+document keeps the real name in `stream_name`. The stream is created by its first publish. Version
+fencing is the shard HEAD's `pver`, exactly as `?version=` on the native face. Records are any JSON
+value, stored as their compact JSON text with numbers kept as written, and returned as that text: `data`
+round-trips byte for byte (modulo insignificant whitespace).
 
 Documents are read from the control table (consistent), not the cached mirror: a stream deleted and
 written again must never be appended to its old incarnation. That is one GetItem more per request
@@ -29,10 +29,9 @@ from sluice.engine.publish import Publisher
 from sluice.engine.queues import QueueRegistry
 from sluice.engine.streams import MAX_LIMIT, MAX_TIMEOUT_MS, Position, StreamReader, parse_position
 from sluice.models import MAX_REQUEST_BYTES, OutgoingMessage, Queue
+from sluice.names import check_stream_name
 from sluice.segments import Record
 
-MAX_NAME_CHARS = 256
-# One POST's body: 1 MiB, as for every send. Lambda takes at most 6 MB per synchronous request, and the
 # body travels inside the event as an escaped JSON string (each '"' and '\\' doubled, non-ASCII perhaps
 # \\u-escaped: up to 3x), so 1 MiB is the largest body the deployed path always accepts.
 MAX_BODY_BYTES = MAX_REQUEST_BYTES
@@ -50,13 +49,6 @@ def queue_name_for(stream: str) -> str:
     """The internal queue of a stream: `ds-` + 32 lowercase base32 characters (160 bits of SHA-256)."""
     digest = hashlib.sha256(stream.encode()).digest()[:20]
     return STREAM_QUEUE_PREFIX + base64.b32encode(digest).decode().lower()
-
-
-def validate_name(stream: str) -> None:
-    if not stream:
-        raise errors.InvalidRequest("Stream name is empty")
-    if len(stream) > MAX_NAME_CHARS:
-        raise errors.StreamNameTooLong(f"Stream name is longer than {MAX_NAME_CHARS} characters")
 
 
 # --- JSON that keeps numbers as written ----------------------------------------------------------------
@@ -137,14 +129,14 @@ class DurableStreams:
 
     def append(self, stream: str, texts: Sequence[str], version: int | None) -> list[str]:
         """Publish JSON texts (from `canonical`) in order, in one allocation; their offsets."""
-        validate_name(stream)
+        check_stream_name(stream)
         queue = self._ensure(stream)
         messages = [OutgoingMessage(body=t.encode(), content_type="json") for t in texts]
         return self.publisher.append(queue, messages, version=version).offsets
 
     def bump(self, stream: str, version: int | None) -> int:
         """An empty POST: store `version` (fenced like a publish), or report the current one."""
-        validate_name(stream)
+        check_stream_name(stream)
         queue = self._ensure(stream)
         if version is None:
             return self.current_version(queue)
@@ -168,7 +160,7 @@ class DurableStreams:
         """Records after `offset` (see streams.parse_position); waits up to `timeout_ms` for the first.
         A stream never written reads as empty (and is waited for); deleting it releases the wait.
         `size_of`/`max_bytes` cap the records by their encoded size (see engine/budget.py)."""
-        validate_name(stream)
+        check_stream_name(stream)
         position = parse_position(offset)
         limit = min(limit, MAX_LIMIT)
         deadline = time.monotonic() + min(timeout_ms, MAX_TIMEOUT_MS) / 1000
@@ -194,7 +186,7 @@ class DurableStreams:
         return page.records
 
     def delete(self, stream: str) -> None:
-        validate_name(stream)
+        check_stream_name(stream)
         try:
             self.registry.delete(queue_name_for(stream))
         except errors.QueueNotFound as exc:

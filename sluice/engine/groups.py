@@ -11,7 +11,6 @@ sent in one request share one timestamp, so they are in or out together.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from sluice import errors
@@ -21,25 +20,23 @@ from sluice.engine.backend import Backend
 from sluice.engine.consume import PURGE_FLOOR
 from sluice.engine.groupstate import GroupState
 from sluice.engine.queues import QueueRegistry
-from sluice.models import DEFAULT_GROUP, GROUP_NAME_PATTERN, Queue
+from sluice.models import DEFAULT_GROUP, MAX_TIMESTAMP_MS, Queue
+from sluice.names import check_group_name
 
 MAX_GROUPS = 32  # the queue document is mirrored to SSM (4 KB standard parameters): keep it small
-_GROUP_NAME_RE = re.compile(GROUP_NAME_PATTERN)
 
 
 def parse_start(start: Any, now_ms: int) -> int:
-    """`earliest` → 0, `latest` → now, a timestamp in ms (number or digit string) → itself."""
+    """`earliest` → 0, `latest` → now, a timestamp in ms (an integer, 0..MAX_TIMESTAMP_MS) → itself."""
     if start is None or start == "earliest":
         return 0
     if start == "latest":
         return now_ms
-    if isinstance(start, bool):
-        raise errors.InvalidRequest("start must be 'earliest', 'latest' or a timestamp in milliseconds")
-    if isinstance(start, int) and start >= 0:
+    if isinstance(start, int) and not isinstance(start, bool) and 0 <= start <= MAX_TIMESTAMP_MS:
         return start
-    if isinstance(start, str) and start.isdigit():
-        return int(start)
-    raise errors.InvalidRequest("start must be 'earliest', 'latest' or a timestamp in milliseconds")
+    raise errors.InvalidRequest(
+        f"start must be 'earliest', 'latest' or a timestamp in milliseconds (0..{MAX_TIMESTAMP_MS})"
+    )
 
 
 def public_group(name: str, start_ms: int) -> dict[str, Any]:
@@ -52,10 +49,7 @@ class ConsumerGroups:
         self.registry = registry
 
     def create(self, queue_name: str, name: str, start: Any = "earliest") -> dict[str, Any]:
-        if not _GROUP_NAME_RE.match(name or ""):
-            raise errors.InvalidRequest(
-                f"consumer group name {name!r} is invalid: use 1-63 characters of letters, digits, '_.-'"
-            )
+        check_group_name(name)
         now = self.backend.clock()
         start_ms = parse_start(start, now)
         queue = self.registry.get(queue_name)

@@ -61,10 +61,13 @@ class Operations:
         Each batch is published to the source first, then acked in the DLQ's default group: a crash in
         between leaves it in the DLQ to be moved again (at most a duplicate, never a loss).
         """
-        if from_queue == queue_name:
-            raise errors.InvalidRequest("redrive needs a dead letter queue other than the queue itself")
-        self.registry.get(queue_name)  # 404 before anything moves
+        target = self.registry.get(queue_name)  # 404 before anything moves
         self.registry.get(from_queue)
+        if target.settings.dead_letter_queue != from_queue:  # (a queue is never its own DLQ)
+            raise errors.NotADeadLetterQueue(
+                f"queue {from_queue!r} is not the dead_letter_queue of {queue_name!r}: redrive moves "
+                "messages back from a queue's own dead letter queue only"
+            )
         deadline = time.monotonic() + REDRIVE_TIME_BUDGET_SECONDS
         moved = 0
         remaining = max_messages if max_messages is not None else float("inf")

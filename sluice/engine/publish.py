@@ -88,9 +88,9 @@ class Publisher:
         caller passes the queue document it trusts (the face reads it consistently)."""
         limit = queue.settings.max_message_bytes
         for index, msg in enumerate(messages):
-            if len(msg.body) > limit:
+            if msg.size > limit:
                 raise errors.MessageTooLarge(
-                    f"record {index} is {len(msg.body)} bytes; at most {limit} bytes per record"
+                    f"record {index} is {msg.size} bytes; at most {limit} bytes per record"
                 )
         if not messages:  # a pure version bump
             shard = queue.open_shards[0] if queue.open_shards else queue.shards[0]
@@ -116,11 +116,12 @@ class Publisher:
         limit = queue.settings.max_message_bytes
         total = 0
         for index, msg in enumerate(messages):
-            size = len(msg.body)
+            size = msg.size
             total += size
             if size > limit:
                 raise errors.MessageTooLarge(
-                    f"message {index} is {size} bytes; queue {queue.name!r} accepts at most {limit}"
+                    f"message {index} is {size} bytes (body, partition key and attributes); "
+                    f"queue {queue.name!r} accepts at most {limit}"
                 )
         if total > MAX_REQUEST_BYTES:
             raise errors.RequestTooLarge(

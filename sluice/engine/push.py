@@ -32,12 +32,12 @@ from sluice.engine.backend import Backend
 from sluice.engine.consume import RetryRequest
 from sluice.models import (
     DEFAULT_GROUP,
-    GROUP_NAME_PATTERN,
     MAX_DELAY_SECONDS,
     MAX_PULL_BATCH,
     Delivery,
     Queue,
 )
+from sluice.names import ConsumerId, GroupName
 
 log = logging.getLogger("sluice.push")
 
@@ -51,7 +51,6 @@ _ARN_RE = re.compile(
     r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9_$-]+)?$"
 )
 _PYTHON_RE = re.compile(r"^python:[A-Za-z_][\w.]*(:[A-Za-z_]\w*)?$")
-_ID_PATTERN = r"^[A-Za-z0-9_-]{1,63}$"
 
 Target = Callable[[dict[str, Any]], None]
 
@@ -61,11 +60,11 @@ class PushConsumer(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(pattern=_ID_PATTERN)
+    id: ConsumerId
     type: Literal["lambda", "webhook"]
     function_arn: str | None = None  # type lambda (locally also `python:module:function`)
     url: str | None = None  # type webhook
-    consumer_group: str = Field(DEFAULT_GROUP, pattern=GROUP_NAME_PATTERN)
+    consumer_group: GroupName = DEFAULT_GROUP
     max_batch_size: int = Field(10, ge=1, le=MAX_PULL_BATCH)
     max_batch_timeout_ms: int = Field(1_000, ge=0, le=20_000)
     max_concurrency: int = Field(4, ge=1, le=250)

@@ -13,17 +13,11 @@ from sluice import errors, faults
 from sluice.adapters.dynamo import ConditionFailed
 from sluice.engine import keys
 from sluice.engine.backend import Backend
-from sluice.models import QUEUE_NAME_RE, Queue, QueueSettings, Shard
+from sluice.models import Queue, QueueSettings, Shard
+from sluice.names import QUEUE, check_queue_name
 
 MirrorReader = Callable[[str, bool], str | None]
 """(queue name, force fresh) → the mirrored queue document, or None when there is none."""
-
-
-def validate_name(name: str) -> None:
-    if not QUEUE_NAME_RE.match(name or ""):
-        raise errors.InvalidQueueName(
-            f"queue name {name!r} is invalid: use 1-63 characters of letters, digits, '_' and '-'"
-        )
 
 
 def parse_settings(raw: dict[str, Any] | None, base: QueueSettings | None = None) -> QueueSettings:
@@ -55,7 +49,7 @@ class QueueRegistry:
         self.backend = backend
 
     def create(self, name: str, raw_settings: dict[str, Any] | None = None) -> Queue:
-        validate_name(name)
+        check_queue_name(name)
         settings = parse_settings(raw_settings)
         if settings.dead_letter_queue == name:
             raise errors.InvalidSettings("a queue cannot be its own dead_letter_queue")
@@ -87,13 +81,16 @@ class QueueRegistry:
             return self.get(name)
 
     def get(self, name: str) -> Queue:
-        validate_name(name)
+        check_queue_name(name)
         item = self.backend.control.get(keys.queue_pk(name), keys.QUEUE_SK)
         if item is None:
             raise errors.QueueNotFound(f"queue {name!r} not found")
         return Queue.model_validate_json(item["doc"])
 
     def list(self, *, limit: int = 100, after: str | None = None) -> list[Queue]:
+        """Queues in name order after the name `after` (the cursor a previous page returned)."""
+        if after is not None and not QUEUE.ok(after):
+            raise errors.InvalidOffset("cursor is invalid: pass the cursor a previous page returned")
         names = [
             item["sk"]
             for item in self.backend.control.query(
@@ -199,7 +196,7 @@ class QueueDirectory:
         self._read_mirror = read_mirror
 
     def get(self, name: str) -> Queue:
-        validate_name(name)
+        check_queue_name(name)
         doc = self._read_mirror(name, False)
         if doc is None:
             return self.registry.get(name)

@@ -15,6 +15,7 @@ opaque string (`~<shard>.<seq>,...`).
 from __future__ import annotations
 
 import bisect
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -160,9 +161,13 @@ class Position:
     seqs: dict[int, int] = field(default_factory=dict)  # shard → next sequence
     start_ms: int | None = None  # seek by time on shards not in `seqs`
     latest: bool = False  # shards not in `seqs` start at their head (records after the call)
+    text: str | None = None  # the client's offset: returned as next_offset when a read moves nowhere
 
 
 CURSOR_PREFIX = "~"
+_CURSOR_RE = re.compile(
+    rf"\A{re.escape(CURSOR_PREFIX)}[0-9]{{1,10}}\.[0-9]{{1,16}}(,[0-9]{{1,10}}\.[0-9]{{1,16}})*\Z"
+)
 
 
 def parse_position(offset: str | None, start_ms: int | None = None, shard: int | None = None) -> Position:
@@ -170,21 +175,18 @@ def parse_position(offset: str | None, start_ms: int | None = None, shard: int |
     that time), a multi-shard cursor, or None with `start_ms` / None alone (only new records)."""
     if offset is None or offset == "":
         if start_ms is not None:
-            return Position(start_ms=start_ms)
+            return Position(start_ms=start_ms, text=offsets.time_prefix(start_ms))
         return Position(latest=True)
     if offset == offsets.BEGINNING:
         return Position(start_ms=None)
     if offsets.OFFSET_RE.match(offset):
         _, seq = offsets.decode(offset)
-        return Position(seqs={-1 if shard is None else shard: seq + 1})
+        return Position(seqs={-1 if shard is None else shard: seq + 1}, text=offset)
     if offsets.TIME_PREFIX_RE.match(offset):
-        return Position(start_ms=int(offset))
-    if offset.startswith(CURSOR_PREFIX):
-        try:
-            pairs = [p.split(".") for p in offset[1:].split(",") if p]
-            return Position(seqs={int(s): int(q) for s, q in pairs})
-        except ValueError:
-            pass
+        return Position(start_ms=int(offset), text=offset)
+    if _CURSOR_RE.match(offset):
+        pairs = [p.split(".") for p in offset[1:].split(",")]
+        return Position(seqs={int(s): int(q) for s, q in pairs}, text=offset)
     raise errors.InvalidOffset(
         f"offset {offset!r} is invalid: use '-', a 32-digit offset, a 16-digit millisecond time or a "
         "next_offset returned earlier"
@@ -240,10 +242,16 @@ class StreamReader:
         queue = queue or self.directory.get(queue_name)
         shards = self._shards(queue, shard)
         seqs = self._resolve(queue, shards, position, single=shard is not None or len(queue.shards) == 1)
+        start = dict(seqs)
         deadline = time.monotonic() + min(timeout_ms, MAX_TIMEOUT_MS) / 1000
         delay = 0.05
         while True:
             page = self._read_once(queue, shards, seqs, limit)
+            if not page.records and page.positions == start and position.text is not None:
+                # Nothing read and nothing skipped: the client's own offset is where to go on from.
+                # (Re-encoding it would lose its time part, and a future time would turn into the
+                # current head: both sort before what the client sent.)
+                page.next_offset = position.text
             if page.records or time.monotonic() >= deadline:
                 return _fit(page, ByteBudget(max_bytes, size_of)) if size_of else page
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
@@ -306,6 +314,12 @@ class StreamReader:
             given = {shards[0].id: given[-1]}
         for shard in shards:
             if shard.id in given:
+                head_next = self._head(queue, shard).get("next", 0)
+                if given[shard.id] > head_next:
+                    raise errors.InvalidOffset(
+                        f"offset is past the end of shard {shard.id} (next sequence {head_next}): pass an "
+                        "offset or next_offset this queue returned"
+                    )
                 seqs[shard.id] = given[shard.id]
             elif position.latest:
                 seqs[shard.id] = self._head(queue, shard).get("next", 0)

@@ -2,7 +2,8 @@ import pytest
 
 from sluice import errors
 from sluice.engine.auth import Principal
-from sluice.engine.queues import parse_settings, validate_name
+from sluice.engine.queues import parse_settings
+from sluice.names import check_queue_name
 from sluice.offsets import decode, encode
 
 
@@ -15,7 +16,7 @@ def test_offsets_are_32_digits_and_sort_in_publish_order():
 @pytest.mark.parametrize("name", ["", "a" * 64, "has space", "slash/no", "ü"])
 def test_invalid_queue_names(name):
     with pytest.raises(errors.InvalidQueueName):
-        validate_name(name)
+        check_queue_name(name)
 
 
 @pytest.mark.parametrize(
