@@ -32,6 +32,7 @@ from sluice.models import MAX_REQUEST_BYTES, OutgoingMessage, Queue
 from sluice.names import check_stream_name
 from sluice.segments import Record
 
+# One POST's body: 1 MiB, as for every send. Lambda takes at most 6 MB per synchronous request, and the
 # body travels inside the event as an escaped JSON string (each '"' and '\\' doubled, non-ASCII perhaps
 # \\u-escaped: up to 3x), so 1 MiB is the largest body the deployed path always accepts.
 MAX_BODY_BYTES = MAX_REQUEST_BYTES
