@@ -11,6 +11,8 @@ QUEUE_INDEX_PK = "QUEUES"  # one item per queue under this key, for paged listin
 TOKENS_PK = "TOKENS"  # listing: one item per token id
 TOKEN_SK = "TOKEN"
 SECRET_PK, LEASE_SECRET_SK = "SECRET", "LEASE"
+QUEUE_ID_SK = "QID"  # under queue_id_pk(id): the name of the queue with that id
+PURGE_SK = "PURGE"  # under queue_pk(name): when the last purge ran
 
 # Shard tables
 HEAD_SK = "HEAD"
@@ -21,6 +23,10 @@ MSG_SK_END = "M#~"  # sorts after every M#<digits>
 
 def queue_pk(name: str) -> str:
     return f"Q#{name}"
+
+
+def queue_id_pk(queue_id: str) -> str:
+    return f"QID#{queue_id}"
 
 
 def token_pk(digest: str) -> str:

@@ -40,6 +40,7 @@ class Operations:
 
     def purge(self, queue_name: str) -> dict[str, Any]:
         queue = self.registry.get(queue_name)
+        started = self.backend.clock()
         purged = 0
         for shard in queue.readable_shards:
             new = self.backend.table_for(shard).update(
@@ -51,7 +52,16 @@ class Operations:
                 returns="UPDATED_NEW",
             )
             purged += 1 if new else 0
-        return {"queue_name": queue.name, "shards_purged": purged}
+        self.backend.control.put(
+            {"pk": keys.queue_pk(queue.name), "sk": keys.PURGE_SK, "ms": started, "inc": queue.incarnation}
+        )
+        return {"queue_name": queue.name, "shards_purged": purged, "started_ms": started}
+
+    def last_purge_ms(self, queue_name: str) -> int | None:
+        """When the last purge of this queue started (purges complete before they answer), or None."""
+        queue = self.registry.get(queue_name)
+        item = self.backend.control.get(keys.queue_pk(queue.name), keys.PURGE_SK)
+        return int(item["ms"]) if item and item.get("inc") == queue.incarnation else None
 
     # --- redrive ------------------------------------------------------------------------------------------
 
