@@ -21,7 +21,7 @@ _KNOWN = [
 
 
 # A capture group makes this a "dynamic" route to Powertools, tried after every specific one.
-@router.route(f"{CF_PREFIX}/(.+)", method=_METHODS)
+@router.route(f"{CF_PREFIX}/(.+)", method=_METHODS, include_in_schema=False)
 def not_found() -> Response[dict]:
     path = router.current_event.path
     allow = sorted({method for regex, method in _KNOWN if regex.match(path)})
