@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Body
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import Field
 
@@ -53,12 +53,26 @@ def create_queue(account_id: str, body: Annotated[CfCreateQueue, Body()]) -> Res
 
 
 @router.get(CF_QUEUES)
-def list_queues(account_id: str) -> Response[dict]:
-    registry, out, after = service().queues, [], None
-    while page := registry.list(limit=1000, after=after):
-        out += [queue_shape(q) for q in page]
-        after = page[-1].name
-    return ok(out)
+def list_queues(
+    account_id: str,
+    name: Annotated[str | None, Query(description="only the queue of this name (wrangler's lookup)")] = None,
+    page: Annotated[int, Query(ge=1)] = 1,
+    per_page: Annotated[int, Query(ge=1, le=1000)] = 1000,
+) -> Response[dict]:
+    """Every queue, in name order, `per_page` at a time (a page past the end is empty)."""
+    registry = service().queues
+    if name is not None:
+        try:
+            return ok([queue_shape(registry.get(name))])
+        except (errors.QueueNotFound, errors.InvalidQueueName):
+            return ok([])
+    after, page_queues = None, []
+    for _ in range(page):
+        page_queues = registry.list(limit=per_page, after=after)
+        if not page_queues:
+            break
+        after = page_queues[-1].name
+    return ok([queue_shape(q) for q in page_queues])
 
 
 @router.get(CF_Q)
