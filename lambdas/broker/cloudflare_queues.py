@@ -35,6 +35,7 @@ class CfQueueSettings(Lenient):
 class CfCreateQueue(Lenient):
     queue_name: str = Field(min_length=1)
     jurisdiction: str | None = Field(None, description="accepted and ignored (eu | us | fedramp)")
+    settings: CfQueueSettings | None = Field(None, description="as wrangler sends them")
 
 
 class CfUpdateQueue(Lenient):
@@ -49,7 +50,12 @@ class CfPurge(Lenient):
 
 @router.post(CF_QUEUES)
 def create_queue(account_id: str, body: Annotated[CfCreateQueue, Body()]) -> Response[dict]:
-    return ok(queue_shape(service().queues.create(body.queue_name), with_consumers=False))
+    given = body.settings or CfQueueSettings()
+    registry = service().queues
+    queue = registry.create(body.queue_name, _raw_settings(given, replace=False))
+    if given.delivery_paused:
+        queue = registry.set_paused(queue.name, True)
+    return ok(queue_shape(queue, with_consumers=False))
 
 
 @router.get(CF_QUEUES)
@@ -80,12 +86,8 @@ def get_queue(account_id: str, queue_id: str) -> Response[dict]:
     return ok(queue_shape(service().queues.get(queue_name(queue_id))))
 
 
-def _change(queue_id: str, body: CfUpdateQueue, *, replace: bool) -> Queue:
-    registry = service().queues
-    queue = registry.get(queue_name(queue_id))
-    if body.queue_name is not None and body.queue_name != queue.name:
-        raise errors.InvalidRequest("renaming a queue is not supported; create a new queue instead")
-    given = body.settings or CfQueueSettings()
+def _raw_settings(given: CfQueueSettings, *, replace: bool) -> dict[str, Any]:
+    """Cloudflare's settings as Sluice's; with `replace`, those not given return to their defaults."""
     defaults = QueueSettings()
     raw: dict[str, Any] = {}
     if given.delivery_delay is not None or replace:
@@ -94,6 +96,16 @@ def _change(queue_id: str, body: CfUpdateQueue, *, replace: bool) -> Queue:
     if given.message_retention_period is not None or replace:
         period = given.message_retention_period
         raw["retention_seconds"] = defaults.retention_seconds if period is None else int(period)
+    return raw
+
+
+def _change(queue_id: str, body: CfUpdateQueue, *, replace: bool) -> Queue:
+    registry = service().queues
+    queue = registry.get(queue_name(queue_id))
+    if body.queue_name is not None and body.queue_name != queue.name:
+        raise errors.InvalidRequest("renaming a queue is not supported; create a new queue instead")
+    given = body.settings or CfQueueSettings()
+    raw = _raw_settings(given, replace=replace)
     parse_settings(raw, queue.settings)  # a bad value is a 400 before anything changes
     paused = given.delivery_paused if given.delivery_paused is not None else (False if replace else None)
     queue = registry.update_settings(queue.name, raw)
