@@ -1,6 +1,8 @@
 """The `sluice` command: the local runtime, tokens, and queue operations over the HTTP API.
 
-HTTP commands read `SLUICE_URL` (default http://127.0.0.1:8787) and `SLUICE_TOKEN`, or --url/--token.
+HTTP commands read `SLUICE_URL` (default http://127.0.0.1:8787) and `SLUICE_TOKEN`, or --url/--token,
+and print readable lines, or with --json one compact JSON document (tail, and pull without --json:
+one JSON line per message).
 """
 
 from __future__ import annotations

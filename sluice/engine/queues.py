@@ -131,15 +131,16 @@ class QueueRegistry:
         A queue named like an id wins; an id nobody has comes back unchanged (then: not found)."""
         if not QUEUE_ID_RE.match(ref or ""):
             return ref
+        if self.backend.control.get(keys.queue_pk(ref), keys.QUEUE_SK) is not None:
+            return ref
         item = self.backend.control.get(keys.queue_id_pk(ref), keys.QUEUE_ID_SK)
         if item is not None:
             return item["name"]
-        if self.backend.control.get(keys.queue_pk(ref), keys.QUEUE_SK) is not None:
-            return ref
         return self._find_unindexed(ref) or ref
 
     def _find_unindexed(self, queue_id: str) -> str | None:
-        """Queues created before ids were indexed: found by a scan, then indexed."""
+        """Queues created before ids were indexed: found by a scan (O(queues) reads, only for an id
+        that is not indexed), then indexed so the next lookup is one read."""
         after = None
         while page := self.list(limit=100, after=after):
             for queue in page:
