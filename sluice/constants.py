@@ -140,6 +140,8 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("POST", f"{_CF_Q}/messages/batch", FN_BROKER, (WRITE,), _CF_QP, _CF),
     Route("POST", f"{_CF_Q}/messages/pull", FN_CONSUMER, (READ,), _CF_QP, _CF),
     Route("POST", f"{_CF_Q}/messages/ack", FN_CONSUMER, (READ, WRITE), _CF_QP, _CF),
+    Route("POST", f"{_CF_Q}/messages/peek", FN_CONSUMER, (READ,), _CF_QP, _CF),
+    Route("POST", f"{_CF_Q}/messages/purge", FN_CONSUMER, (READ, WRITE), _CF_QP, _CF),
     Route("POST", _CF_QUEUES, FN_BROKER, (ADMIN,), None, _CF),
     Route("GET", _CF_QUEUES, FN_BROKER, (ADMIN,), None, _CF),
     Route("GET", _CF_Q, FN_BROKER, (READ,), _CF_QP, _CF),

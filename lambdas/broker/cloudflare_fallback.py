@@ -12,7 +12,6 @@ from sluice import errors
 from sluice.constants import CF_PREFIX, CLOUDFLARE, ROUTES
 
 router = APIGatewayHttpRouter()
-_UNSUPPORTED = re.compile(r"/queues/[^/]+/messages/(peek|purge)$")
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 _KNOWN = [
     (re.compile("^" + re.sub(r"\{\w+\}", "[^/]+", r.path) + "$"), r.method)
@@ -29,10 +28,5 @@ def not_found() -> Response[dict]:
     if allow:
         raise errors.MethodNotAllowed(
             f"{router.current_event.http_method} is not allowed on this path", allow=", ".join(allow)
-        )
-    if _UNSUPPORTED.search(path):
-        raise errors.NotFound(
-            "messages.peek and messages.purge (by ref) are not supported; read without leasing with "
-            "GET /v1/queues/{q}/records, or purge the whole queue (docs/api.md)"
         )
     raise errors.NotFound("no such route; see docs/api.md")

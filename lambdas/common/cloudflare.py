@@ -62,6 +62,18 @@ class CfPull(Lenient):
     visibility_timeout: int | None = Field(None, ge=1, le=MAX_VISIBILITY_MS, description="synonym, in ms")
 
 
+class CfPeek(Lenient):
+    batch_size: int = Field(5, ge=1, le=MAX_PULL_BATCH)
+
+
+class CfRef(Lenient):
+    ref: str = Field(min_length=1, max_length=512)
+
+
+class CfPurgeRefs(Lenient):
+    refs: list[CfRef] = Field(min_length=1, max_length=1000)
+
+
 class CfLease(Lenient):
     lease_id: str = Field(min_length=1, max_length=512)
 

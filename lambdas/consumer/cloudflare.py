@@ -1,7 +1,8 @@
 """The Cloudflare Queues face, consuming: `.../messages/pull` and `.../messages/ack` with Cloudflare's
 bodies and result shapes. Bodies follow Cloudflare's pull rule: `json` and `bytes` base64, `text` plain;
 each message's `metadata` carries `CF-Content-Type` and `CF-sourceMessageSource` like Cloudflare's.
-An empty request body means the defaults."""
+An empty request body means the defaults. `.../messages/peek` reads without leasing; `.../messages/purge`
+removes peeked messages by `ref` (see sluice/engine/peek.py for which ones it can)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from lambdas.common.cloudflare import (
     CF_Q,
     CfAck,
+    CfPeek,
     CfPull,
+    CfPurgeRefs,
     ack_warnings,
     metrics_of,
     queue_name,
@@ -25,6 +28,7 @@ from lambdas.common.http import ok
 from lambdas.common.runtime import service
 from sluice.codec import body_to_cloudflare
 from sluice.engine.consume import RetryRequest
+from sluice.engine.peek import Peeker
 from sluice.engine.pullconsumer import PullConsumers
 from sluice.models import DEFAULT_GROUP, Delivery
 
@@ -90,3 +94,49 @@ def ack(account_id: str, queue_id: str, body: Annotated[CfAck | None, Body()] = 
             "warnings": ack_warnings(name, result.warnings, leases, major),
         }
     )
+
+
+@router.post(f"{CF_Q}/messages/peek")
+def peek(account_id: str, queue_id: str, body: Annotated[CfPeek | None, Body()] = None) -> Response[dict]:
+    engine = service()
+    peeked = Peeker(engine.operations, engine.consumer).peek(
+        queue_name(queue_id), (body or CfPeek()).batch_size
+    )
+    return ok(
+        {
+            "messages": [
+                {
+                    "body": body_to_cloudflare(m.body, m.content_type),  # type: ignore[arg-type]
+                    "id": m.id,
+                    "timestamp_ms": m.timestamp_ms,
+                    "attempts": m.attempts,
+                    "ref": m.ref,
+                    "metadata": {
+                        **m.attributes,
+                        "CF-sourceMessageSource": "api",
+                        "CF-Content-Type": m.content_type,
+                    },
+                }
+                for m in peeked
+            ]
+        }
+    )
+
+
+@router.post(f"{CF_Q}/messages/purge")
+def purge_refs(account_id: str, queue_id: str, body: Annotated[CfPurgeRefs, Body()]) -> Response[dict]:
+    """Purging a ref acks it: a message delivered at least once goes; one never delivered is reported."""
+    engine = service()
+    name = queue_name(queue_id)
+    refs = [r.ref for r in body.refs]
+    result = engine.consumer.ack(name, refs)
+    warnings = ack_warnings(name, result.warnings, refs, None)
+    queue = engine.directory.get(name)
+    for ref in list(warnings):
+        lease = engine.consumer.signer.verify(queue.lease_key, ref)
+        if lease is not None and lease.attempt == 0:
+            warnings[ref] = (
+                "a message never delivered cannot be removed out of order; pull and ack it, "
+                "or purge the queue"
+            )
+    return ok({"errors": [], "warnings": warnings})

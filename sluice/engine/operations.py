@@ -117,7 +117,7 @@ class Operations:
         per_group: dict[str, dict[str, Any]] = {g: _empty() for g in names}
         shards_out = []
         for shard in queue.readable_shards:
-            head, states = self._shard_items(queue, shard)
+            head, states = self.shard_items(queue, shard)
             floor, head_next = head.get(PURGE_FLOOR, 0), head.get("next", 0)
             shard_groups = {}
             for group in names:
@@ -149,7 +149,7 @@ class Operations:
             "shards": shards_out,
         }
 
-    def _shard_items(self, queue: Queue, shard: Shard) -> tuple[dict[str, Any], dict[str, GroupState]]:
+    def shard_items(self, queue: Queue, shard: Shard) -> tuple[dict[str, Any], dict[str, GroupState]]:
         """HEAD and every group's state of one shard: `G#…` sorts just before `HEAD`, so one Query."""
         table = self.backend.table_for(shard)
         items = table.query(

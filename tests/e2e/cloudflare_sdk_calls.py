@@ -178,20 +178,25 @@ def main(url: str, token: str, prefix: str) -> dict[str, Any]:
             lambda consumer_id=consumer_id: consumers.delete(consumer_id, account_id=ACCOUNT, queue_id=qid),
             envelope=True,
         )
-    if V5:  # not supported: Cloudflare's envelope with 404 (10114) and a sentence saying so
-        unsupported = {
-            "messages.peek": lambda: q.messages.peek(qid, account_id=ACCOUNT, batch_size=1),
-            "messages.purge": lambda: q.messages.purge(qid, account_id=ACCOUNT, refs=[{"ref": "r"}]),
-        }
-        for label, fn in unsupported.items():
-            try:
-                fn()
-                raise AssertionError(f"{label} answered")
-            except cloudflare.NotFoundError as exc:
-                doc = exc.response.json()
-                assert doc["success"] is False and doc["errors"][0]["code"] == 10114, doc
-                assert "not supported" in doc["errors"][0]["message"]
-                calls[f"{label}:unsupported"] = doc
+    if V5:  # peek reads without leasing; purge removes peeked messages that were delivered
+        msgs = q.messages.with_raw_response
+        q.messages.push(qid, account_id=ACCOUNT, body="peek me", content_type="text")
+        lease = q.messages.pull(qid, account_id=ACCOUNT, batch_size=1).messages[0].lease_id
+        assert lease
+        peeked = call(
+            "messages.peek",
+            types.MessagePeekResponse,
+            lambda: msgs.peek(qid, account_id=ACCOUNT, batch_size=5),
+        )
+        (message,) = peeked["messages"]
+        assert message["body"] == "peek me" and message["attempts"] == 1
+        purged = call(
+            "messages.purge",
+            types.MessagePurgeResponse,
+            lambda: msgs.purge(qid, account_id=ACCOUNT, refs=[{"ref": message["ref"]}]),
+        )
+        assert purged == {"errors": [], "warnings": {}}, purged
+        assert q.messages.peek(qid, account_id=ACCOUNT).messages == []
     delete = raw.delete
     call("queues.delete", types.QueueDeleteResponse, lambda: delete(qid, account_id=ACCOUNT), envelope=True)
     try:

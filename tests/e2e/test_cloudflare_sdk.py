@@ -29,7 +29,7 @@ V5_CALLS = {
     "consumers.update", "consumers.get", "consumers.list", "consumers.delete",
 }  # fmt: skip
 V4_CALLS = V5_CALLS - {"queues.get_metrics", "consumers.list"}  # 4.x: none; its consumers.get lists
-V5_CALLS |= {"messages.peek:unsupported", "messages.purge:unsupported"}  # 404 10114, see docs/api.md
+V5_CALLS |= {"messages.peek", "messages.purge"}  # 5.x only
 
 
 def _sdk4_path() -> Path:

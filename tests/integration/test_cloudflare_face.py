@@ -162,3 +162,25 @@ def test_ack_warnings_shape_follows_the_sdk_generation(api, cfq):
     assert list(v5[1]["result"]["warnings"]) == [lease]
     v4 = api("POST", f"{CF}/{qid}/messages/ack", again, headers={"X-Stainless-Package-Version": "4.3.1"})
     assert isinstance(v4[1]["result"]["warnings"], list) and len(v4[1]["result"]["warnings"]) == 1
+
+
+def test_peek_reads_without_leasing_and_purge_removes_delivered_messages(api, cfq):
+    qid = cfq["queue_id"]
+    batch = {"messages": [{"body": f"m{i}", "content_type": "text"} for i in range(3)]}
+    api("POST", f"{CF}/{qid}/messages/batch", batch)
+    (leased,) = api("POST", f"{CF}/{qid}/messages/pull", {"batch_size": 1})[1]["result"]["messages"]
+    peeked = api("POST", f"{CF}/{qid}/messages/peek", {"batch_size": 10})[1]["result"]["messages"]
+    assert [(m["body"], m["attempts"]) for m in peeked] == [("m0", 1), ("m1", 0), ("m2", 0)]
+    assert peeked[0]["id"] == leased["id"]
+    again = api("POST", f"{CF}/{qid}/messages/peek", raw=b"")[1]["result"]["messages"]
+    assert [m["attempts"] for m in again] == [1, 0, 0]  # peeking delivers nothing
+    refs = {"refs": [{"ref": peeked[0]["ref"]}, {"ref": peeked[1]["ref"]}, {"ref": "made-up"}]}
+    status, body = api("POST", f"{CF}/{qid}/messages/purge", refs)
+    assert status == 200 and body["result"]["errors"] == []
+    assert set(body["result"]["warnings"]) == {peeked[1]["ref"], "made-up"}
+    assert "never delivered" in body["result"]["warnings"][peeked[1]["ref"]]
+    left = api("POST", f"{CF}/{qid}/messages/peek", {})[1]["result"]["messages"]
+    assert [m["body"] for m in left] == ["m1", "m2"]
+    assert api("GET", f"{CF}/{qid}/metrics")[1]["result"]["backlog_count"] == 2
+    status, body = api("POST", f"{CF}/{qid}/messages/purge", {"refs": []})
+    assert status == 400 and body["errors"][0]["code"] == 10100
