@@ -199,6 +199,7 @@ def main(url: str, token: str, prefix: str) -> dict[str, Any]:
         assert q.messages.peek(qid, account_id=ACCOUNT).messages == []
     delete = raw.delete
     call("queues.delete", types.QueueDeleteResponse, lambda: delete(qid, account_id=ACCOUNT), envelope=True)
+    q.delete(f"{prefix}-dlq", account_id=ACCOUNT)  # the http_pull consumer's dead letter queue, by name
     try:
         q.get(qid, account_id=ACCOUNT)
         raise AssertionError("a deleted queue was found")
