@@ -22,7 +22,7 @@ from sluice.engine.operations import Operations
 from sluice.engine.publish import message_id
 from sluice.engine.streams import expired
 from sluice.leases import Lease
-from sluice.models import DEFAULT_GROUP, Queue
+from sluice.models import DEFAULT_GROUP, Queue, Shard
 
 
 @dataclass
@@ -51,16 +51,15 @@ class Peeker:
             head, states = self.operations.shard_items(queue, shard)
             state = states.get(group) or GroupState()
             apply_floor(state, head.get(PURGE_FLOOR, 0))
-            out += self._shard(queue, shard.id, state, head.get("next", 0), batch_size - len(out), group)
+            out += self._shard(queue, shard, state, head.get("next", 0), batch_size - len(out), group)
         return out
 
     def _shard(
-        self, queue: Queue, shard_id: int, state: GroupState, head_next: int, want: int, group: str
+        self, queue: Queue, shard: Shard, state: GroupState, head_next: int, want: int, group: str
     ) -> list[Peeked]:
         """Pending messages (below the read level, in sequence order), then unread ones: the pending
         ones' items by key, the unread ones' from the read level on, at most `want` items."""
-        shard = queue.shard(shard_id)
-        assert shard is not None
+        shard_id = shard.id
         table, pk, now = self.backend.table_for(shard), keys.shard_pk(queue, shard_id), self.backend.clock()
         pending = sorted(state.pending)[:want]
         starts = sorted({state.pending[seq].item for seq in pending})
