@@ -1,6 +1,8 @@
 """The `sluice` command: the local runtime, tokens, and queue operations over the HTTP API.
 
-HTTP commands read `SLUICE_URL` (default http://127.0.0.1:8787) and `SLUICE_TOKEN`, or --url/--token.
+HTTP commands read `SLUICE_URL` (default http://127.0.0.1:8787) and `SLUICE_TOKEN`, or --url/--token,
+and print readable lines, or with --json one compact JSON document (tail, and pull without --json:
+one JSON line per message).
 """
 
 from __future__ import annotations
@@ -26,8 +28,35 @@ def _client(args: argparse.Namespace):
     return SluiceClient(args.url or os.environ.get("SLUICE_URL", DEFAULT_URL), token)
 
 
-def _print(value: Any) -> None:
-    print(json.dumps(value, indent=2, sort_keys=True))
+def _emit(args: argparse.Namespace, value: Any) -> None:
+    """`--json`: one compact JSON document for scripts; else a readable rendering."""
+    if getattr(args, "json", False):
+        print(json.dumps(value, sort_keys=True, separators=(",", ":")))
+    elif isinstance(value, list):
+        for item in value:
+            print(_line(item))
+    elif isinstance(value, dict):
+        width = max((len(k) for k in value), default=0)
+        for key, item in value.items():
+            print(f"{key:<{width}}  {_line(item)}")
+    elif value is not None:
+        print(value)
+
+
+def _line(value: Any) -> str:
+    if isinstance(value, dict):
+        return "  ".join(
+            f"{k}={json.dumps(v) if isinstance(v, dict | list) else v}" for k, v in value.items()
+        )
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _bar(args: argparse.Namespace, total: int | None, unit: str):
+    """A tqdm progress bar on stderr, off with --quiet or --json (scripts) and when stderr is no tty."""
+    from tqdm import tqdm
+
+    off = args.quiet or getattr(args, "json", False)
+    return tqdm(total=total, unit=unit, disable=True if off else None, file=sys.stderr)
 
 
 # --- lease key ------------------------------------------------------------------------------------------
@@ -44,7 +73,9 @@ def cmd_lease_key_rotate(args: argparse.Namespace) -> None:
     if not secret_id:
         sys.exit(f"sluice: pass --secret-id or set {c.ENV_LEASE_KEY_SECRET} (the stack's LeaseKeySecretArn)")
     ring = rotate_lease_key(Secret(secret_id, os.environ.get(c.ENV_AWS_ENDPOINT_URL)), now_ms())
-    _print({"current_id": ring.current_id, "previous_id": ring.previous_id, "retired_ms": ring.retired_ms})
+    _emit(
+        args, {"current_id": ring.current_id, "previous_id": ring.previous_id, "retired_ms": ring.retired_ms}
+    )
 
 
 # --- local ----------------------------------------------------------------------------------------------
@@ -72,7 +103,7 @@ def cmd_token_create(args: argparse.Namespace) -> None:
     """With an admin SLUICE_TOKEN: over HTTP. Without one (the first token): straight into the control
     table named by SLUICE_CONTROL_TABLE etc., with the caller's AWS credentials."""
     if args.token or os.environ.get("SLUICE_TOKEN"):
-        _print(_client(args).request("POST", "/v1/tokens", {"queue": args.queue, "scopes": args.scope}))
+        _emit(args, _client(args).create_token(args.queue, args.scope))
         return
     from sluice.service import Sluice
     from sluice.settings import Settings
@@ -86,15 +117,16 @@ def cmd_token_create(args: argparse.Namespace) -> None:
             "); see docs/deploy.md"
         )
     token_id, token = Sluice.from_settings(settings).tokens.create(args.queue, args.scope)
-    _print({"token_id": token_id, "token": token, "queue": args.queue, "scopes": args.scope})
+    _emit(args, {"token_id": token_id, "token": token, "queue": args.queue, "scopes": args.scope})
 
 
 def cmd_token_list(args: argparse.Namespace) -> None:
-    _print(_client(args).request("GET", "/v1/tokens"))
+    _emit(args, _client(args).list_tokens())
 
 
 def cmd_token_revoke(args: argparse.Namespace) -> None:
-    _client(args).request("DELETE", f"/v1/tokens/{args.token_id}")
+    _client(args).revoke_token(args.token_id)
+    _emit(args, {"revoked": args.token_id})
 
 
 # --- queues ---------------------------------------------------------------------------------------------
@@ -115,16 +147,19 @@ def _settings_from(pairs: Sequence[str]) -> dict[str, Any]:
 
 def cmd_queues(args: argparse.Namespace) -> None:
     client = _client(args)
+    if args.action != "list" and not args.name:
+        sys.exit(f"sluice: queues {args.action} needs a queue name")
     if args.action == "create":
-        _print(client.create_queue(args.name, **_settings_from(args.set)))
+        _emit(args, client.create_queue(args.name, **_settings_from(args.set)))
     elif args.action == "list":
-        _print(client.list_queues())
+        _emit(args, client.list_queues())
     elif args.action == "get":
-        _print(client.get_queue(args.name))
+        _emit(args, client.get_queue(args.name))
     elif args.action == "update":
-        _print(client.update_queue(args.name, **_settings_from(args.set)))
+        _emit(args, client.update_queue(args.name, **_settings_from(args.set)))
     else:
         client.delete_queue(args.name)
+        _emit(args, {"deleted": args.name})
 
 
 # --- messages -------------------------------------------------------------------------------------------
@@ -144,13 +179,11 @@ def _bodies(args: argparse.Namespace) -> Iterator[Any]:
 
 def cmd_send(args: argparse.Namespace) -> None:
     """Send one body (--count times) or one message per input line, in batches, with a progress bar."""
-    from tqdm import tqdm
-
     client = _client(args)
     total = args.count if args.body is not None else None
     sent = 0
     batch: list[dict[str, Any]] = []
-    with tqdm(total=total, unit="msg", disable=args.quiet or None, file=sys.stderr) as bar:
+    with _bar(args, total, "msg") as bar:
 
         def flush() -> None:
             nonlocal sent
@@ -168,10 +201,17 @@ def cmd_send(args: argparse.Namespace) -> None:
             if len(batch) >= args.batch_size:
                 flush()
         flush()
-    _print({"sent": sent})
+    _emit(args, {"sent": sent})
+
+
+def _backlog(client: Any, queue: str, group: str) -> int:
+    """The group's backlog now (unacked messages, in flight included), from the metrics route."""
+    figures = client.metrics(queue)
+    return figures["consumer_groups"].get(group, figures)["backlog_count"]
 
 
 def cmd_pull(args: argparse.Namespace) -> None:
+    """Pull one batch; with --ack, ack it. The backlog reported is the one after this command."""
     client = _client(args)
     result = client.pull(
         args.queue,
@@ -180,22 +220,171 @@ def cmd_pull(args: argparse.Namespace) -> None:
         wait_time_ms=args.wait_time_ms,
         consumer_group=args.group,
     )
+    acked = 0
+    if args.ack and result.messages:
+        acked = client.ack(args.queue, [m.lease_id for m in result.messages])["ackCount"]
+    backlog = _backlog(client, args.queue, args.group) if acked else result.backlog
+    summary = {"backlog": backlog, "pulled": len(result.messages), "acked": acked}
+    if args.json:
+        _emit(args, {"messages": [m.__dict__ for m in result.messages], **summary})
+        return
     for message in result.messages:
         print(json.dumps(message.__dict__, sort_keys=True))
-    if args.ack and result.messages:
-        client.ack(args.queue, [m.lease_id for m in result.messages])
-    print(
-        json.dumps({"backlog": result.backlog, "pulled": len(result.messages), "acked": args.ack}),
-        file=sys.stderr,
-    )
+    print(json.dumps(summary), file=sys.stderr)
+
+
+def cmd_drain(args: argparse.Namespace) -> None:
+    """Pull and ack until the group is empty (or --max messages), with a progress bar: for clearing a
+    queue while keeping what was in it (--output file, NDJSON), unlike purge."""
+    client = _client(args)
+    out = open(args.output, "w", encoding="utf-8") if args.output else None  # noqa: SIM115
+    drained = 0
+    try:
+        with _bar(args, _backlog(client, args.queue, args.group), "msg") as bar:
+            while args.max is None or drained < args.max:
+                want = args.batch_size if args.max is None else min(args.batch_size, args.max - drained)
+                result = client.pull(args.queue, batch_size=want, consumer_group=args.group)
+                if not result.messages:
+                    break
+                if out:
+                    out.writelines(json.dumps(m.__dict__, sort_keys=True) + "\n" for m in result.messages)
+                client.ack(args.queue, [m.lease_id for m in result.messages])
+                drained += len(result.messages)
+                bar.update(len(result.messages))
+    finally:
+        if out:
+            out.close()
+    _emit(args, {"drained": drained, "backlog": _backlog(client, args.queue, args.group)})
 
 
 def cmd_ack(args: argparse.Namespace) -> None:
     client = _client(args)
     if args.retry:
-        _print(client.retry(args.queue, args.lease_ids, args.delay_seconds))
+        _emit(args, client.retry(args.queue, args.lease_ids, args.delay_seconds))
     else:
-        _print(client.ack(args.queue, args.lease_ids))
+        _emit(args, client.ack(args.queue, args.lease_ids))
+
+
+def cmd_lease(args: argparse.Namespace) -> None:
+    _emit(args, _client(args).extend(args.queue, args.lease_ids, args.visibility_timeout_ms))
+
+
+# --- consumer groups, operations, push consumers ------------------------------------------------------------
+
+
+def cmd_groups(args: argparse.Namespace) -> None:
+    client = _client(args)
+    if args.action == "list":
+        _emit(args, client.list_groups(args.queue))
+        return
+    if not args.name:
+        sys.exit(f"sluice: groups {args.action} needs a group name")
+    if args.action == "create":
+        start = int(args.start) if args.start.isdigit() else args.start
+        _emit(args, client.create_group(args.queue, args.name, start))
+    elif args.action == "get":
+        _emit(args, client.get_group(args.queue, args.name))
+    else:
+        client.delete_group(args.queue, args.name)
+        _emit(args, {"deleted": args.name})
+
+
+def cmd_operation(args: argparse.Namespace) -> None:
+    """purge, pause, resume and metrics: one call each."""
+    client = _client(args)
+    _emit(args, getattr(client, args.command)(args.queue))
+
+
+def cmd_redrive(args: argparse.Namespace) -> None:
+    """Redrive calls until the dead letter queue is empty or --max-messages moved (a call works ≤ 20 s)."""
+    client = _client(args)
+    moved, result = 0, None
+    with _bar(args, args.max_messages, "msg") as bar:
+        while True:
+            left = None if args.max_messages is None else args.max_messages - moved
+            if left is not None and left <= 0:
+                break
+            result = client.redrive(args.queue, args.from_queue, left)
+            moved += result["moved"]
+            bar.update(result["moved"])
+            if not result["moved"] or not result["remaining_in_source"]:
+                break
+    _emit(args, {**(result or {}), "moved": moved})
+
+
+def cmd_consumers(args: argparse.Namespace) -> None:
+    client = _client(args)
+    if args.action == "list":
+        _emit(args, client.list_consumers(args.queue))
+    elif args.action == "create":
+        config = {"type": args.type, **_settings_from(args.set)}
+        options = {"id": args.id, "url": args.target_url, "function_arn": args.function_arn}
+        options["consumer_group"] = args.consumer_group
+        config.update({k: v for k, v in options.items() if v})
+        _emit(args, client.create_consumer(args.queue, **config))
+    elif not args.id:
+        sys.exit(f"sluice: consumers {args.action} needs a consumer id")
+    elif args.action == "get":
+        _emit(args, client.get_consumer(args.queue, args.id))
+    else:
+        client.delete_consumer(args.queue, args.id)
+        _emit(args, {"deleted": args.id})
+
+
+# --- stream reads -------------------------------------------------------------------------------------------
+
+
+def _position(value: str | None) -> tuple[str | None, int | None]:
+    """--from: `-` (the beginning), an offset or cursor, a time in ms or ISO 8601 → (offset, start ms)."""
+    if value is None or value == "-" or value.startswith("~") or (value.isdigit() and len(value) in (16, 32)):
+        return value, None
+    if value.isdigit():
+        return None, int(value)
+    from datetime import UTC, datetime
+
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        sys.exit(f"sluice: --from takes -, an offset, a time in ms or an ISO 8601 time; got {value!r}")
+    return None, int((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp() * 1000)
+
+
+def cmd_tail(args: argparse.Namespace) -> None:
+    """Print records in order (one JSON line each) and keep following, like `tail -f`: until Ctrl-C,
+    --max-records or --max-seconds; --no-follow stops at the end of what is there."""
+    client = _client(args)
+    offset, start = _position(args.start)
+    printed = 0
+    if args.no_follow:
+        while True:
+            page = client.read(args.queue, offset=offset, start_ms=start, limit=args.limit, shard=args.shard)
+            for record in page["records"][: None if args.max_records is None else args.max_records - printed]:
+                print(json.dumps(record, sort_keys=True), flush=True)
+                printed += 1
+            done = args.max_records is not None and printed >= args.max_records
+            if not page["records"] or done or not page.get("next_offset"):
+                return
+            offset, start = page["next_offset"], None
+    records = client.follow(
+        args.queue,
+        offset=offset,
+        start_ms=start,
+        limit=args.limit,
+        shard=args.shard,
+        max_seconds=args.max_seconds,
+    )
+    try:
+        for record in records:
+            print(json.dumps(record, sort_keys=True), flush=True)
+            printed += 1
+            if args.max_records is not None and printed >= args.max_records:
+                return
+    except KeyboardInterrupt:
+        return
+
+
+def cmd_shards(args: argparse.Namespace) -> None:
+    _emit(args, _client(args).shards(args.queue))
 
 
 # --- parser ---------------------------------------------------------------------------------------------
@@ -203,11 +392,19 @@ def cmd_ack(args: argparse.Namespace) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sluice", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def http(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("--url", help=f"API base URL (env SLUICE_URL, default {DEFAULT_URL})")
         p.add_argument("--token", help="bearer token (env SLUICE_TOKEN)")
+        p.add_argument("--json", action="store_true", help="one compact JSON document on stdout (scripts)")
+        return p
+
+    def command(name: str, help_: str, func: Any, *, queue: bool = True) -> argparse.ArgumentParser:
+        p = http(sub.add_parser(name, help=help_, description=help_))
+        if queue:
+            p.add_argument("queue")
+        p.set_defaults(func=func)
         return p
 
     local = sub.add_parser("local", help="run Sluice on an embedded moto server")
@@ -238,16 +435,15 @@ def build_parser() -> argparse.ArgumentParser:
     lease_key_sub = lease_key.add_subparsers(dest="action", required=True)
     rotate = lease_key_sub.add_parser("rotate")
     rotate.add_argument("--secret-id", help=f"the secret's ARN or name (env {c.ENV_LEASE_KEY_SECRET})")
+    rotate.add_argument("--json", action="store_true", help="one compact JSON document on stdout (scripts)")
     rotate.set_defaults(func=cmd_lease_key_rotate)
 
-    queues = http(sub.add_parser("queues", help="create, list, get, update and delete queues"))
+    queues = command("queues", "create, list, get, update and delete queues", cmd_queues, queue=False)
     queues.add_argument("action", choices=["create", "list", "get", "update", "delete"])
     queues.add_argument("name", nargs="?")
     queues.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a queue setting")
-    queues.set_defaults(func=cmd_queues)
 
-    send = http(sub.add_parser("send", help="send messages"))
-    send.add_argument("queue")
+    send = command("send", "send messages (progress bar on stderr)", cmd_send)
     send.add_argument("body", nargs="?", help="one body; without it, one message per line of --file/stdin")
     send.add_argument("--file", help="NDJSON (json) or lines (text); - for stdin")
     send.add_argument("--count", type=int, default=1, help="send BODY this many times")
@@ -255,23 +451,69 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--content-type", choices=["json", "text", "bytes"], default="json")
     send.add_argument("--partition-key")
     send.add_argument("--quiet", action="store_true", help="no progress bar")
-    send.set_defaults(func=cmd_send)
 
-    pull = http(sub.add_parser("pull", help="pull a batch (one JSON line per message)"))
-    pull.add_argument("queue")
+    pull = command("pull", "pull a batch (one JSON line per message; the summary on stderr)", cmd_pull)
     pull.add_argument("--batch-size", type=int, default=5)
     pull.add_argument("--visibility-timeout-ms", type=int)
     pull.add_argument("--wait-time-ms", type=int, default=0)
     pull.add_argument("--group", default="default")
     pull.add_argument("--ack", action="store_true", help="ack the batch right away")
-    pull.set_defaults(func=cmd_pull)
 
-    ack = http(sub.add_parser("ack", help="ack (or --retry) leases"))
-    ack.add_argument("queue")
+    drain = command("drain", "pull and ack until the queue is empty (progress bar on stderr)", cmd_drain)
+    drain.add_argument("--group", default="default")
+    drain.add_argument("--batch-size", type=int, default=100)
+    drain.add_argument("--max", type=int, help="stop after this many messages")
+    drain.add_argument("--output", help="write the drained messages here (NDJSON)")
+    drain.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    ack = command("ack", "ack (or --retry) leases", cmd_ack)
     ack.add_argument("lease_ids", nargs="+")
     ack.add_argument("--retry", action="store_true")
     ack.add_argument("--delay-seconds", type=int)
-    ack.set_defaults(func=cmd_ack)
+
+    lease = command("lease", "extend leases of long jobs (visibility from now)", cmd_lease)
+    lease.add_argument("lease_ids", nargs="+")
+    lease.add_argument("--visibility-timeout-ms", type=int, required=True)
+
+    groups = command("groups", "create, list, get and delete consumer groups", cmd_groups, queue=False)
+    groups.add_argument("action", choices=["create", "list", "get", "delete"])
+    groups.add_argument("queue")
+    groups.add_argument("name", nargs="?")
+    groups.add_argument("--start", default="earliest", help="earliest, latest or a time in ms (create)")
+
+    command("purge", "delete every message of a queue", cmd_operation)
+    command("pause", "pause delivery (sends still work)", cmd_operation)
+    command("resume", "resume delivery", cmd_operation)
+    command("metrics", "backlog, in-flight, oldest message, per group and shard", cmd_operation)
+
+    redrive = command("redrive", "move messages from a dead letter queue back into QUEUE", cmd_redrive)
+    redrive.add_argument("--from", dest="from_queue", required=True, help="the dead letter queue")
+    redrive.add_argument("--max-messages", type=int)
+    redrive.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    consumers = command(
+        "consumers", "create, list, get and delete push consumers", cmd_consumers, queue=False
+    )
+    consumers.add_argument("action", choices=["create", "list", "get", "delete"])
+    consumers.add_argument("queue")
+    consumers.add_argument("id", nargs="?", help="consumer id (generated on create when absent)")
+    consumers.add_argument("--type", choices=["webhook", "lambda"], default="webhook")
+    consumers.add_argument("--target-url", dest="target_url", help="webhook target (https://...)")
+    consumers.add_argument("--function-arn", help="lambda target")
+    consumers.add_argument("--group", dest="consumer_group", help="consumer group [default]")
+    consumers.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="max_batch_size etc."
+    )
+
+    tail = command("tail", "print records in order and follow new ones, like tail -f", cmd_tail)
+    tail.add_argument("--from", dest="start", help="- (beginning), an offset, a time (ms or ISO 8601)")
+    tail.add_argument("--shard", type=int, help="read one shard (its own 32-digit offsets)")
+    tail.add_argument("--limit", type=int, default=100, help="records per request")
+    tail.add_argument("--max-records", type=int, help="stop after this many records")
+    tail.add_argument("--max-seconds", type=float, help="stop following after this long")
+    tail.add_argument("--no-follow", action="store_true", help="stop at the end of what is there")
+
+    command("shards", "shards with their offset ranges and lineage", cmd_shards)
     return parser
 
 

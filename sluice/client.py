@@ -232,6 +232,122 @@ class SluiceClient:
             yield from result.messages
             self.ack(queue, [m.lease_id for m in result.messages])
 
+    # --- consumer groups ------------------------------------------------------------------------------
+
+    def create_group(self, queue: str, name: str, start: str | int = "earliest") -> dict[str, Any]:
+        """A consumer group receiving every message from `start`: earliest, latest or a time in ms."""
+        return self.request(
+            "POST", f"/v1/queues/{quote(queue)}/consumer-groups", {"name": name, "start": start}
+        )
+
+    def list_groups(self, queue: str) -> list[dict[str, Any]]:
+        return self.request("GET", f"/v1/queues/{quote(queue)}/consumer-groups")["consumer_groups"]
+
+    def get_group(self, queue: str, name: str) -> dict[str, Any]:
+        return self.request("GET", f"/v1/queues/{quote(queue)}/consumer-groups/{quote(name)}")
+
+    def delete_group(self, queue: str, name: str) -> None:
+        self.request("DELETE", f"/v1/queues/{quote(queue)}/consumer-groups/{quote(name)}")
+
+    # --- operations -----------------------------------------------------------------------------------
+
+    def purge(self, queue: str) -> dict[str, Any]:
+        return self.request("POST", f"/v1/queues/{quote(queue)}/purge")
+
+    def pause(self, queue: str) -> dict[str, Any]:
+        return self.request("POST", f"/v1/queues/{quote(queue)}/pause")
+
+    def resume(self, queue: str) -> dict[str, Any]:
+        return self.request("POST", f"/v1/queues/{quote(queue)}/resume")
+
+    def redrive(self, queue: str, from_queue: str, max_messages: int | None = None) -> dict[str, Any]:
+        """Move messages from a dead letter queue back into `queue`; call again while
+        `remaining_in_source` > 0 (one call works for at most 20 s)."""
+        body: dict[str, Any] = {"from": from_queue}
+        if max_messages is not None:
+            body["max_messages"] = max_messages
+        return self.request("POST", f"/v1/queues/{quote(queue)}/redrive", body)
+
+    def metrics(self, queue: str) -> dict[str, Any]:
+        return self.request("GET", f"/v1/queues/{quote(queue)}/metrics")
+
+    # --- tokens ---------------------------------------------------------------------------------------
+
+    def create_token(self, queue: str, scopes: Iterable[str]) -> dict[str, Any]:
+        """A token for `queue` (or `*`); the secret is in the answer only."""
+        return self.request("POST", "/v1/tokens", {"queue": queue, "scopes": list(scopes)})
+
+    def list_tokens(self) -> Any:
+        return self.request("GET", "/v1/tokens")
+
+    def revoke_token(self, token_id: str) -> None:
+        self.request("DELETE", f"/v1/tokens/{quote(token_id)}")
+
+    # --- push consumers -------------------------------------------------------------------------------
+
+    def create_consumer(self, queue: str, **config: Any) -> dict[str, Any]:
+        """A push consumer: type webhook (url) or lambda (function_arn), plus its settings."""
+        return self.request("POST", f"/v1/queues/{quote(queue)}/consumers", config)
+
+    def list_consumers(self, queue: str) -> list[dict[str, Any]]:
+        return self.request("GET", f"/v1/queues/{quote(queue)}/consumers")["consumers"]
+
+    def get_consumer(self, queue: str, consumer_id: str) -> dict[str, Any]:
+        return self.request("GET", f"/v1/queues/{quote(queue)}/consumers/{quote(consumer_id)}")
+
+    def delete_consumer(self, queue: str, consumer_id: str) -> None:
+        self.request("DELETE", f"/v1/queues/{quote(queue)}/consumers/{quote(consumer_id)}")
+
+    # --- stream reads ---------------------------------------------------------------------------------
+
+    def read(
+        self,
+        queue: str,
+        *,
+        offset: str | None = None,
+        start_ms: int | None = None,
+        limit: int = 100,
+        timeout_sec: float = 0,
+        shard: int | None = None,
+    ) -> dict[str, Any]:
+        """One page of an ordered, lease-free read: `{"records", "next_offset"}`. `offset` "-" reads
+        from the beginning; neither offset nor start: only records published after the call."""
+        query = {
+            "offset": offset,
+            "start": start_ms,
+            "limit": limit,
+            "timeout_sec": timeout_sec,
+            "shard": shard,
+        }
+        return self.request("GET", f"/v1/queues/{quote(queue)}/records", query=query)
+
+    def follow(
+        self,
+        queue: str,
+        *,
+        offset: str | None = None,
+        start_ms: int | None = None,
+        limit: int = 100,
+        shard: int | None = None,
+        max_seconds: float | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Yield records from the position given and keep waiting for new ones (`tail -f`, long-polls of
+        up to 20 s), for `max_seconds` if given, else until the caller stops iterating."""
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        while True:
+            wait = 20.0 if deadline is None else min(20.0, deadline - time.monotonic())
+            if wait <= 0:
+                return
+            page = self.read(
+                queue, offset=offset, start_ms=start_ms, limit=limit, timeout_sec=round(wait, 3), shard=shard
+            )
+            yield from page["records"]
+            if page.get("next_offset"):
+                offset, start_ms = page["next_offset"], None
+
+    def shards(self, queue: str) -> list[dict[str, Any]]:
+        return self.request("GET", f"/v1/queues/{quote(queue)}/shards")["shards"]
+
     def close(self) -> None:
         self._http.clear()
 

@@ -104,6 +104,7 @@ ENV_LOCAL_TIME_SCALE: Final = "SLUICE_LOCAL_TIME_SCALE"
 # --- HTTP routes -----------------------------------------------------------------------------------------
 READ, WRITE, ADMIN = "read", "write", "admin"
 NATIVE, STREAMS = "native", "streams"  # faces: how errors are rendered (envelope, or {"error": ...})
+CLOUDFLARE = "cloudflare"  # the envelope too; `{queue_id}` may be a queue's 32-hex id or its name
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ class Route:
     """One HTTP API route: API Gateway syntax (`{name}`, greedy `{name+}`), the function serving it,
     and the token scopes it needs (checked before anything else; `queue_param` names the path
     parameter that holds the queue the token must be bound to; no scopes: no token needed), and the
-    face whose error shape it uses (`native`: the envelope; `streams`: `{"error": ...}`)."""
+    face whose error shape it uses (`native`, `cloudflare`: the envelope; `streams`: `{"error": ...}`)."""
 
     method: str
     path: str
@@ -129,7 +130,10 @@ class Route:
 _QP = "queue_name"
 _V1_Q = "/v1/queues/{queue_name}"
 _CF_QP = "queue_id"
-_CF_Q = "/client/v4/accounts/{account_id}/queues/{queue_id}"  # Cloudflare's REST paths; queue_id = name
+CF_PREFIX = "/client/v4"  # Cloudflare's REST paths; {account_id} is ignored
+_CF_QUEUES = f"{CF_PREFIX}/accounts/{{account_id}}/queues"
+_CF_Q = f"{_CF_QUEUES}/{{queue_id}}"
+_CF = CLOUDFLARE
 
 ROUTES: Final[tuple[Route, ...]] = (
     # Queue administration, tokens and operations: the broker (control-plane writes are rare).
@@ -157,10 +161,29 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("POST", f"{_V1_Q}/resume", FN_BROKER, (ADMIN,), _QP),
     Route("POST", f"{_V1_Q}/redrive", FN_BROKER, (ADMIN,), _QP),
     Route("GET", f"{_V1_Q}/metrics", FN_BROKER, (READ,), _QP),
-    Route("POST", f"{_CF_Q}/messages", FN_BROKER, (WRITE,), _CF_QP),
-    Route("POST", f"{_CF_Q}/messages/batch", FN_BROKER, (WRITE,), _CF_QP),
-    Route("POST", f"{_CF_Q}/messages/pull", FN_CONSUMER, (READ,), _CF_QP),
-    Route("POST", f"{_CF_Q}/messages/ack", FN_CONSUMER, (READ, WRITE), _CF_QP),
+    # The Cloudflare Queues face: every queue call of Cloudflare's REST API (docs/api.md has the table).
+    Route("POST", f"{_CF_Q}/messages", FN_BROKER, (WRITE,), _CF_QP, _CF),
+    Route("POST", f"{_CF_Q}/messages/batch", FN_BROKER, (WRITE,), _CF_QP, _CF),
+    Route("POST", f"{_CF_Q}/messages/pull", FN_CONSUMER, (READ,), _CF_QP, _CF),
+    Route("POST", f"{_CF_Q}/messages/ack", FN_CONSUMER, (READ, WRITE), _CF_QP, _CF),
+    Route("POST", f"{_CF_Q}/messages/peek", FN_CONSUMER, (READ,), _CF_QP, _CF),
+    Route("POST", f"{_CF_Q}/messages/purge", FN_CONSUMER, (READ, WRITE), _CF_QP, _CF),
+    Route("POST", _CF_QUEUES, FN_BROKER, (ADMIN,), None, _CF),
+    Route("GET", _CF_QUEUES, FN_BROKER, (ADMIN,), None, _CF),
+    Route("GET", _CF_Q, FN_BROKER, (READ,), _CF_QP, _CF),
+    Route("PUT", _CF_Q, FN_BROKER, (ADMIN,), _CF_QP, _CF),
+    Route("PATCH", _CF_Q, FN_BROKER, (ADMIN,), _CF_QP, _CF),
+    Route("DELETE", _CF_Q, FN_BROKER, (ADMIN,), _CF_QP, _CF),
+    Route("GET", f"{_CF_Q}/metrics", FN_BROKER, (READ,), _CF_QP, _CF),
+    Route("POST", f"{_CF_Q}/purge", FN_BROKER, (ADMIN,), _CF_QP, _CF),
+    Route("GET", f"{_CF_Q}/purge", FN_BROKER, (READ,), _CF_QP, _CF),
+    Route("POST", f"{_CF_Q}/consumers", FN_BROKER, (ADMIN,), _CF_QP, _CF),
+    Route("GET", f"{_CF_Q}/consumers", FN_BROKER, (ADMIN,), _CF_QP, _CF),
+    Route("GET", f"{_CF_Q}/consumers/{{consumer_id}}", FN_BROKER, (ADMIN,), _CF_QP, _CF),
+    Route("PUT", f"{_CF_Q}/consumers/{{consumer_id}}", FN_BROKER, (ADMIN,), _CF_QP, _CF),
+    Route("DELETE", f"{_CF_Q}/consumers/{{consumer_id}}", FN_BROKER, (ADMIN,), _CF_QP, _CF),
+    # Any other Cloudflare path: Cloudflare's envelope with 404 (10114), or 405 (10120) with `Allow`.
+    Route("ANY", f"{CF_PREFIX}/{{proxy+}}", FN_BROKER, (), None, _CF),
     # Stream reads (offsets, time, per shard; long-poll) and the shard list with offset ranges.
     Route("GET", f"{_V1_Q}/records", FN_CONSUMER, (READ,), _QP),
     Route("GET", f"{_V1_Q}/shards", FN_CONSUMER, (READ,), _QP),

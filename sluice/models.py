@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -9,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sluice.names import QueueName
 
 DEFAULT_GROUP = "default"
+QUEUE_ID_RE = re.compile(r"^[0-9a-f]{32}$")  # Cloudflare-style queue ids
 
 MAX_BATCH_MESSAGES = 100
 MAX_REQUEST_BYTES = 1024 * 1024
@@ -91,6 +94,12 @@ class Queue(BaseModel):
     stream_name: str | None = None  # the Durable Streams name this queue serves, if any
 
     @property
+    def queue_id(self) -> str:
+        """A stable 32-hex id (Cloudflare addresses queues by one): fixed for this queue's life, new when
+        a queue of the same name is created again, derived so that no stored document changes."""
+        return hashlib.sha256(f"{self.name}:{self.incarnation}".encode()).hexdigest()[:32]
+
+    @property
     def lease_key(self) -> str:
         """What lease ids are bound to: this queue, this incarnation."""
         return f"{self.name}:{self.incarnation}"
@@ -110,7 +119,7 @@ class Queue(BaseModel):
     def public(self) -> dict[str, Any]:
         return {
             "queue_name": self.name,
-            "queue_id": self.name,
+            "queue_id": self.queue_id,
             "created_on": self.created_ms,
             "paused": self.paused,
             "settings": self.settings.model_dump(),

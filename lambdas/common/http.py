@@ -15,7 +15,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from lambdas.common import errors as error_registry
 from lambdas.common.runtime import service
 from sluice import errors
-from sluice.constants import LAMBDA_SYNC_PAYLOAD_BYTES, ROUTES, STREAMS, Route
+from sluice.constants import CLOUDFLARE, LAMBDA_SYNC_PAYLOAD_BYTES, ROUTES, STREAMS, Route
 from sluice.engine.auth import Principal
 
 logger = Logger()
@@ -71,6 +71,8 @@ def authorize(route: Route, event: dict[str, Any]) -> Principal:
         credential = credential or headers.get("auth")
     principal = tokens.authenticate(credential)
     queue = (event.get("pathParameters") or {}).get(route.queue_param) if route.queue_param else None
+    if queue and route.face == CLOUDFLARE:  # a 32-hex queue_id: bind the token check to its name
+        queue = service().queues.resolve(queue)
     for scope in route.scopes:
         tokens.authorize(principal, scope, queue)  # type: ignore[arg-type]
     return principal

@@ -1,6 +1,8 @@
 """The Cloudflare Queues face, consuming: `.../messages/pull` and `.../messages/ack` with Cloudflare's
 bodies and result shapes. Bodies follow Cloudflare's pull rule: `json` and `bytes` base64, `text` plain;
-each message's `metadata` carries `CF-Content-Type` and `CF-sourceMessageSource` like Cloudflare's."""
+each message's `metadata` carries `CF-Content-Type` and `CF-sourceMessageSource` like Cloudflare's.
+An empty request body means the defaults. `.../messages/peek` reads without leasing; `.../messages/purge`
+removes peeked messages by `ref` (see sluice/engine/peek.py for which ones it can)."""
 
 from __future__ import annotations
 
@@ -9,23 +11,29 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
-from pydantic import Field
 
+from lambdas.common.cloudflare import (
+    CF_Q,
+    CfAck,
+    CfPeek,
+    CfPull,
+    CfPurgeRefs,
+    ack_warnings,
+    metrics_of,
+    queue_name,
+    sdk_major,
+    seconds,
+)
 from lambdas.common.http import RESPONSE_BUDGET_BYTES, encoded_size, ok
 from lambdas.common.runtime import service
-from lambdas.common.schemas import Ack, Lenient
 from sluice.codec import body_to_cloudflare
 from sluice.engine.consume import RetryRequest
-from sluice.models import DEFAULT_GROUP, MAX_PULL_BATCH, MAX_VISIBILITY_MS, Delivery
+from sluice.engine.peek import Peeker
+from sluice.engine.pullconsumer import PullConsumers
+from sluice.models import DEFAULT_GROUP, Delivery
 
 router = APIGatewayHttpRouter()
-_CF_Q = "/client/v4/accounts/<account_id>/queues/<queue_id>"
-
-
-class CfPull(Lenient):
-    batch_size: int = Field(5, ge=1, le=MAX_PULL_BATCH)
-    visibility_timeout_ms: int | None = Field(None, ge=1, le=MAX_VISIBILITY_MS)
-    visibility_timeout: int | None = Field(None, ge=1, le=MAX_VISIBILITY_MS, description="synonym, in ms")
+DEFAULT_BATCH = 5
 
 
 def cloudflare_message(d: Delivery) -> dict[str, Any]:
@@ -39,29 +47,98 @@ def cloudflare_message(d: Delivery) -> dict[str, Any]:
     }
 
 
-@router.post(f"{_CF_Q}/messages/pull")
-def pull(account_id: str, queue_id: str, body: Annotated[CfPull, Body()]) -> Response[dict]:
+def _batch_size(name: str, asked: int | None) -> int:
+    """The request's batch size, else the registered http_pull consumer's, else Cloudflare's 5."""
+    if asked is not None:
+        return asked
+    engine = service()
+    registered = PullConsumers(engine.backend).get(engine.directory.get(name))
+    return (registered.batch_size if registered else None) or DEFAULT_BATCH
+
+
+@router.post(f"{CF_Q}/messages/pull")
+def pull(account_id: str, queue_id: str, body: Annotated[CfPull | None, Body()] = None) -> Response[dict]:
+    body = body or CfPull()
+    name = queue_name(queue_id)
     result = service().consumer.pull(
-        queue_id,
+        name,
         group=DEFAULT_GROUP,
-        batch_size=body.batch_size,
+        batch_size=_batch_size(name, body.batch_size),
         visibility_ms=body.visibility_timeout_ms or body.visibility_timeout,
         size_of=lambda d: encoded_size(cloudflare_message(d)),
         max_bytes=RESPONSE_BUDGET_BYTES,
     )
+    metrics = metrics_of(name)
     return ok(
         {
             "messages": [cloudflare_message(d) for d in result.messages],
-            "message_backlog_count": result.message_backlog_count,
+            "message_backlog_count": metrics["backlog_count"],
+            "metadata": {"metrics": metrics},
         }
     )
 
 
-@router.post(f"{_CF_Q}/messages/ack")
-def ack(account_id: str, queue_id: str, body: Annotated[Ack, Body()]) -> Response[dict]:
+@router.post(f"{CF_Q}/messages/ack")
+def ack(account_id: str, queue_id: str, body: Annotated[CfAck | None, Body()] = None) -> Response[dict]:
+    body = body or CfAck()
+    name = queue_name(queue_id)
+    leases = [a.lease_id for a in body.acks] + [r.lease_id for r in body.retries]
     result = service().consumer.ack(
-        queue_id,
+        name,
         [a.lease_id for a in body.acks],
-        [RetryRequest(r.lease_id, r.delay_seconds) for r in body.retries],
+        [RetryRequest(r.lease_id, seconds(r.delay_seconds)) for r in body.retries],
     )
-    return ok({"ackCount": result.ack_count, "retryCount": result.retry_count, "warnings": result.warnings})
+    major = sdk_major(router.current_event.headers)
+    return ok(
+        {
+            "ackCount": result.ack_count,
+            "retryCount": result.retry_count,
+            "warnings": ack_warnings(name, result.warnings, leases, major),
+        }
+    )
+
+
+@router.post(f"{CF_Q}/messages/peek")
+def peek(account_id: str, queue_id: str, body: Annotated[CfPeek | None, Body()] = None) -> Response[dict]:
+    engine = service()
+    peeked = Peeker(engine.operations, engine.consumer).peek(
+        queue_name(queue_id), (body or CfPeek()).batch_size
+    )
+    return ok(
+        {
+            "messages": [
+                {
+                    "body": body_to_cloudflare(m.body, m.content_type),  # type: ignore[arg-type]
+                    "id": m.id,
+                    "timestamp_ms": m.timestamp_ms,
+                    "attempts": m.attempts,
+                    "ref": m.ref,
+                    "metadata": {
+                        **m.attributes,
+                        "CF-sourceMessageSource": "api",
+                        "CF-Content-Type": m.content_type,
+                    },
+                }
+                for m in peeked
+            ]
+        }
+    )
+
+
+@router.post(f"{CF_Q}/messages/purge")
+def purge_refs(account_id: str, queue_id: str, body: Annotated[CfPurgeRefs, Body()]) -> Response[dict]:
+    """Purging a ref acks it: a message delivered at least once goes; one never delivered is reported."""
+    engine = service()
+    name = queue_name(queue_id)
+    refs = [r.ref for r in body.refs]
+    result = engine.consumer.ack(name, refs)
+    warnings = ack_warnings(name, result.warnings, refs, None)
+    queue = engine.directory.get(name)
+    for ref in list(warnings):
+        lease = engine.consumer.signer.verify(queue.lease_key, ref)
+        if lease is not None and lease.attempt == 0:
+            warnings[ref] = (
+                "a message never delivered cannot be removed out of order; pull and ack it, "
+                "or purge the queue"
+            )
+    return ok({"errors": [], "warnings": warnings})

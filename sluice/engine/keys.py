@@ -10,6 +10,8 @@ QUEUE_SK = "QUEUE"
 QUEUE_INDEX_PK = "QUEUES"  # one item per queue under this key, for paged listing
 TOKENS_PK = "TOKENS"  # listing: one item per token id
 TOKEN_SK = "TOKEN"
+QUEUE_ID_SK = "QID"  # under queue_id_pk(id): the name of the queue with that id
+PURGE_SK = "PURGE"  # under queue_pk(name): when the last purge ran
 
 # Shard tables
 HEAD_SK = "HEAD"
@@ -20,6 +22,10 @@ MSG_SK_END = "M#~"  # sorts after every M#<digits>
 
 def queue_pk(name: str) -> str:
     return f"Q#{name}"
+
+
+def queue_id_pk(queue_id: str) -> str:
+    return f"QID#{queue_id}"
 
 
 def token_pk(digest: str) -> str:

@@ -40,6 +40,7 @@ class Operations:
 
     def purge(self, queue_name: str) -> dict[str, Any]:
         queue = self.registry.get(queue_name)
+        started = self.backend.clock()
         purged = 0
         for shard in queue.readable_shards:
             new = self.backend.table_for(shard).update(
@@ -51,7 +52,16 @@ class Operations:
                 returns="UPDATED_NEW",
             )
             purged += 1 if new else 0
-        return {"queue_name": queue.name, "shards_purged": purged}
+        self.backend.control.put(
+            {"pk": keys.queue_pk(queue.name), "sk": keys.PURGE_SK, "ms": started, "inc": queue.incarnation}
+        )
+        return {"queue_name": queue.name, "shards_purged": purged, "started_ms": started}
+
+    def last_purge_ms(self, queue_name: str) -> int | None:
+        """When the last purge of this queue started (purges complete before they answer), or None."""
+        queue = self.registry.get(queue_name)
+        item = self.backend.control.get(keys.queue_pk(queue.name), keys.PURGE_SK)
+        return int(item["ms"]) if item and item.get("inc") == queue.incarnation else None
 
     # --- redrive ------------------------------------------------------------------------------------------
 
@@ -111,7 +121,7 @@ class Operations:
         per_group: dict[str, dict[str, Any]] = {g: _empty() for g in names}
         shards_out = []
         for shard in queue.readable_shards:
-            head, states = self._shard_items(queue, shard)
+            head, states = self.shard_items(queue, shard)
             floor, head_next = head.get(PURGE_FLOOR, 0), head.get("next", 0)
             shard_groups = {}
             for group in names:
@@ -143,7 +153,7 @@ class Operations:
             "shards": shards_out,
         }
 
-    def _shard_items(self, queue: Queue, shard: Shard) -> tuple[dict[str, Any], dict[str, GroupState]]:
+    def shard_items(self, queue: Queue, shard: Shard) -> tuple[dict[str, Any], dict[str, GroupState]]:
         """HEAD and every group's state of one shard: `G#…` sorts just before `HEAD`, so one Query."""
         table = self.backend.table_for(shard)
         items = table.query(

@@ -166,6 +166,25 @@ class ConsumerStore:
             raise errors.ConsumerNotFound(f"push consumer {consumer_id!r} not found on queue {queue.name!r}")
         return PushConsumer.model_validate_json(item["doc"])
 
+    def replace(self, queue: Queue, consumer: PushConsumer) -> PushConsumer:
+        """Overwrite an existing consumer's config (same id); running workers pick it up on their next run."""
+        try:
+            self.table.put(
+                {
+                    "pk": keys.queue_pk(queue.name),
+                    "sk": CONSUMER_SK_PREFIX + consumer.id,
+                    "inc": queue.incarnation,
+                    "doc": consumer.model_dump_json(),
+                },
+                condition="inc = :inc",
+                values={":inc": queue.incarnation},
+            )
+        except ConditionFailed as exc:
+            raise errors.ConsumerNotFound(
+                f"push consumer {consumer.id!r} not found on queue {queue.name!r}"
+            ) from exc
+        return consumer
+
     def delete(self, queue: Queue, consumer_id: str) -> None:
         try:
             self.table.delete(

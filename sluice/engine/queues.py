@@ -13,7 +13,7 @@ from sluice import errors, faults
 from sluice.adapters.dynamo import ConditionFailed
 from sluice.engine import keys
 from sluice.engine.backend import Backend
-from sluice.models import Queue, QueueSettings, Shard
+from sluice.models import QUEUE_ID_RE, Queue, QueueSettings, Shard
 from sluice.names import QUEUE, check_queue_name
 
 MirrorReader = Callable[[str, bool], str | None]
@@ -67,6 +67,7 @@ class QueueRegistry:
         except ConditionFailed as exc:
             raise errors.QueueAlreadyExists(f"queue {name!r} already exists") from exc
         self.backend.control.put({"pk": keys.QUEUE_INDEX_PK, "sk": name, "created_ms": now})
+        self._index_id(queue)
         self.backend.mirror.write(name, queue.model_dump_json())
         if settings.dead_letter_queue:
             self.ensure_dead_letter(settings.dead_letter_queue, settings)
@@ -132,7 +133,37 @@ class QueueRegistry:
         except ConditionFailed as exc:
             raise errors.QueueNotFound(f"queue {name!r} not found") from exc
         self.backend.control.delete(keys.QUEUE_INDEX_PK, name)
+        self.backend.control.delete(keys.queue_id_pk(queue.queue_id), keys.QUEUE_ID_SK)
         self.backend.mirror.delete(name)
+
+    def resolve(self, ref: str) -> str:
+        """The queue name for `ref`, a name or a 32-hex `queue_id` (Cloudflare addresses queues by id).
+        A queue named like an id wins; an id nobody has comes back unchanged (then: not found)."""
+        if not QUEUE_ID_RE.match(ref or ""):
+            return ref
+        if self.backend.control.get(keys.queue_pk(ref), keys.QUEUE_SK) is not None:
+            return ref
+        item = self.backend.control.get(keys.queue_id_pk(ref), keys.QUEUE_ID_SK)
+        if item is not None:
+            return item["name"]
+        return self._find_unindexed(ref) or ref
+
+    def _find_unindexed(self, queue_id: str) -> str | None:
+        """Queues created before ids were indexed: found by a scan (O(queues) reads, only for an id
+        that is not indexed), then indexed so the next lookup is one read."""
+        after = None
+        while page := self.list(limit=100, after=after):
+            for queue in page:
+                if queue.queue_id == queue_id:
+                    self._index_id(queue)
+                    return queue.name
+            after = page[-1].name
+        return None
+
+    def _index_id(self, queue: Queue) -> None:
+        self.backend.control.put(
+            {"pk": keys.queue_id_pk(queue.queue_id), "sk": keys.QUEUE_ID_SK, "name": queue.name}
+        )
 
     def modify(self, name: str, change: Callable[[Queue], Queue], *, fence: int | None = None) -> Queue:
         """Read-change-write with the version as the condition; retried when a concurrent change won.

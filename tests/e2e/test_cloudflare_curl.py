@@ -76,4 +76,4 @@ def test_cloudflare_pull_consumer_curls_work_against_sluice_local(local_url):
         "--data", json.dumps(ack_body),
     )  # fmt: skip
     assert acked["success"] is True
-    assert acked["result"] == {"ackCount": 1, "retryCount": 1, "warnings": []}
+    assert acked["result"] == {"ackCount": 1, "retryCount": 1, "warnings": {}}  # lease id → warning

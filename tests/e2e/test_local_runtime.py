@@ -110,8 +110,8 @@ def test_cli_sends_and_pulls(local_server, tmp_path):
     )
     name = f"e2e-{uuid.uuid4().hex[:8]}"
     run("queues", "create", name, "--set", "max_retries=5")
-    assert json.loads(run("queues", "get", name).stdout)["settings"]["max_retries"] == 5
-    assert json.loads(run("send", name, '{"hello": "cli"}', "--count", "250", "--quiet").stdout) == {
+    assert json.loads(run("queues", "get", name, "--json").stdout)["settings"]["max_retries"] == 5
+    assert json.loads(run("send", name, '{"hello": "cli"}', "--count", "250", "--json").stdout) == {
         "sent": 250
     }
     pulled = run("pull", name, "--batch-size", "100", "--ack")

@@ -1,0 +1,97 @@
+"""Peek: a group's unacked messages without leasing or counting a delivery (Cloudflare's
+`messages.peek`), each with a `ref` that `messages.purge` takes.
+
+Reads each shard's HEAD and group state (one Query, as metrics does), then the batch items from the
+oldest unacked message on, in shard and sequence order: messages waiting for a retry or in flight
+first come in sequence order with the unread ones. A ref is a lease id (signed, bound to the queue)
+naming the message and its delivery count; purging a ref acks it, which removes a message that was
+delivered at least once. A message never delivered sits below no read level yet, so it cannot be
+removed out of order: its ref is answered with a warning (purge the queue, or pull and ack it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sluice.adapters.dynamo import batch_get_across
+from sluice.codec import decode_batch
+from sluice.engine import keys
+from sluice.engine.consume import PURGE_FLOOR, Consumer, apply_floor
+from sluice.engine.groupstate import GroupState
+from sluice.engine.operations import Operations
+from sluice.engine.publish import message_id
+from sluice.engine.streams import expired
+from sluice.leases import Lease
+from sluice.models import DEFAULT_GROUP, Queue, Shard
+
+
+@dataclass
+class Peeked:
+    id: str
+    ref: str
+    body: bytes
+    content_type: str
+    timestamp_ms: int
+    attempts: int
+    attributes: dict[str, str]
+
+
+class Peeker:
+    def __init__(self, operations: Operations, consumer: Consumer) -> None:
+        self.operations = operations
+        self.consumer = consumer
+        self.backend = operations.backend
+
+    def peek(self, queue_name: str, batch_size: int, group: str = DEFAULT_GROUP) -> list[Peeked]:
+        queue = self.operations.registry.get(queue_name)
+        out: list[Peeked] = []
+        for shard in queue.readable_shards:
+            if len(out) >= batch_size:
+                break
+            head, states = self.operations.shard_items(queue, shard)
+            state = states.get(group) or GroupState()
+            apply_floor(state, head.get(PURGE_FLOOR, 0))
+            out += self._shard(queue, shard, state, head.get("next", 0), batch_size - len(out), group)
+        return out
+
+    def _shard(
+        self, queue: Queue, shard: Shard, state: GroupState, head_next: int, want: int, group: str
+    ) -> list[Peeked]:
+        """Pending messages (below the read level, in sequence order), then unread ones: the pending
+        ones' items by key, the unread ones' from the read level on, at most `want` items."""
+        shard_id = shard.id
+        table, pk, now = self.backend.table_for(shard), keys.shard_pk(queue, shard_id), self.backend.clock()
+        pending = sorted(state.pending)[:want]
+        starts = sorted({state.pending[seq].item for seq in pending})
+        items = (
+            list(batch_get_across({table: [(pk, keys.msg_sk(s)) for s in starts]}).values()) if starts else []
+        )
+        if len(pending) < want and state.read < head_next:
+            items += table.query(pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=want)
+        out: list[Peeked] = []
+        for item in sorted({i["sk"]: i for i in items}.values(), key=lambda i: i["sk"]):
+            if item.get("gap") or expired(item, now):
+                continue
+            first = keys.seq_of(item["sk"])
+            for offset, msg in enumerate(decode_batch(item["d"])):
+                seq = first + offset
+                entry = state.pending.get(seq)
+                if len(out) >= want or seq >= head_next:
+                    return out
+                if (entry is None and seq < state.read) or (entry is not None and seq not in pending):
+                    continue  # acked, or pending beyond this batch
+                attempts = entry.attempts if entry else 0
+                body = self.backend.bucket.get(msg.overflow_key) or b"" if msg.overflow_key else msg.body
+                lease = Lease(shard=shard_id, seq=seq, attempt=attempts, group=group)
+                out.append(
+                    Peeked(
+                        id=message_id(queue, shard_id, seq),
+                        ref=self.consumer.signer.sign(queue.lease_key, lease),
+                        body=body,
+                        content_type=msg.content_type,
+                        timestamp_ms=item["ts"],
+                        attempts=attempts,
+                        attributes=msg.attributes,
+                    )
+                )
+        return out
