@@ -163,7 +163,12 @@ def test_bottomless_shards_retire_only_once_flushed(clocked, clock, queue_name):
     coord = coordinator(clocked, queue_name, invoker=invoker)
     coord.run_once()
     queue = clocked.queues.get(queue_name)
-    send(clocked, queue_name, 4)
+    # Both shards must hold records (sends pick a shard at random): a shard with none is trivially
+    # flushed, and whichever one is sealed must first wait for its flush.
+    for _ in range(20):
+        send(clocked, queue_name, 2)
+        if all(head(clocked, queue, s.id).get("next", 0) > 1 for s in queue.shards):
+            break
     clocked.queues.update_settings(queue_name, {"min_shards": 1})
     clock.advance(1_000)
     coord.run_once()
