@@ -61,7 +61,7 @@ LAMBDA_SYNC_PAYLOAD_BYTES: Final = 6_000_000
 DEFAULT_STAGE: Final = "dev"
 DEFAULT_SHARD_TABLE_COUNT: Final = 4
 SHARD_MAP_PREFIX_TEMPLATE: Final = "/sluice/{stage}/shard-maps"
-LEASE_KEY_SECRET_NAME_TEMPLATE: Final = "sluice/{stage}/lease-key"
+LEASE_KEY_SECRET_NAME_TEMPLATE: Final = "sluice/{stage}/lease-key"  # local only: the stack lets CFN name it
 
 # Key schema shared by every table: string partition key + string sort key, TTL on `exp`.
 PARTITION_KEY: Final = "pk"

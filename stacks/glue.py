@@ -44,7 +44,7 @@ class GlueJobs(Construct):
         self.token_secret = secretsmanager.Secret(
             self,
             "ApiTokenSecret",
-            secret_name=f"sluice/{stage}/glue-api-token",
+            # Generated name, like the lease key's: a fixed one blocks redeploying a destroyed stage.
             description="Bearer token the Glue pull consumer sends to the Sluice API (set after deploy: "
             "`sluice token create --queue '*' --scope read --scope write`, see docs/deploy.md)",
         )

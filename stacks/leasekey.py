@@ -20,12 +20,13 @@ from sluice import constants as c
 
 
 class LeaseKey(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, stage: str, retain: bool) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, retain: bool) -> None:
         super().__init__(scope, construct_id)
         self.secret = secretsmanager.Secret(
             self,
             c.LOGICAL_LEASE_KEY_SECRET,
-            secret_name=c.LEASE_KEY_SECRET_NAME_TEMPLATE.format(stage=stage),
+            # No fixed name: a deleted secret keeps its name for its recovery window (7-30 days), so a
+            # fixed one would make redeploying a destroyed stage fail. Functions get the ARN.
             description="HMAC keys that sign Sluice lease ids (current + previous; see stacks/leasekey.py)",
             generate_secret_string=secretsmanager.SecretStringGenerator(
                 secret_string_template='{"current_id": 1}',

@@ -48,7 +48,7 @@ class SluiceStack(Stack):
             shard_table_count=config.shard_table_count,
             retain=config.retain_data,
         )
-        self.lease_key = LeaseKey(self, "LeaseKey", stage=config.stage, retain=config.retain_data)
+        self.lease_key = LeaseKey(self, "LeaseKey", retain=config.retain_data)
         environment = base_environment(
             control_table=self.storage.control_table.table_name,
             shard_tables=[t.table_name for t in self.storage.shard_tables],
