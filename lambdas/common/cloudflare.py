@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from lambdas.common.runtime import service
-from lambdas.common.schemas import Lenient, SendMessage
+from lambdas.common.schemas import Lenient, SendMessage, Strict
 from sluice.engine.publish import message_id
 from sluice.engine.pullconsumer import PullConsumer, PullConsumers
 from sluice.engine.push import ConsumerStore, PushConsumer
@@ -39,7 +39,9 @@ def seconds(value: float | None) -> int | None:
     return None if value is None else math.ceil(value)
 
 
-class CfMessage(Lenient):
+class CfMessage(Strict):
+    """Strict like every send body (unknown fields and wrong types refused), fractional delays kept."""
+
     body: Any = Field(description="required (JSON null is a body); `{}` without it is refused")
     content_type: ContentType = "json"
     delay_seconds: float | None = Field(None, ge=0, le=MAX_DELAY_SECONDS)
@@ -49,7 +51,7 @@ class CfMessage(Lenient):
         return SendMessage(body=self.body, content_type=self.content_type, delay_seconds=seconds(delay))
 
 
-class CfBatch(Lenient):
+class CfBatch(Strict):
     messages: list[CfMessage] = Field(min_length=1)
     delay_seconds: float | None = Field(None, ge=0, le=MAX_DELAY_SECONDS)
 

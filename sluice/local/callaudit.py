@@ -180,4 +180,18 @@ def _lambda(op: str, params: dict[str, Any], region: str) -> list[tuple[str, str
     return [("lambda:InvokeFunction", arn)]
 
 
-_MAPPERS = {"dynamodb": _dynamodb, "s3": _s3, "ssm": _ssm, "lambda": _lambda}
+def _secretsmanager(op: str, params: dict[str, Any], region: str) -> list[tuple[str, str]] | None:
+    secret = params.get("SecretId")
+    if not secret:
+        return None
+    arn = secret if secret.startswith("arn:") else _arn("secretsmanager", region, f"secret:{secret}")
+    return [(f"secretsmanager:{op}", arn)]
+
+
+_MAPPERS = {
+    "dynamodb": _dynamodb,
+    "s3": _s3,
+    "ssm": _ssm,
+    "lambda": _lambda,
+    "secretsmanager": _secretsmanager,
+}

@@ -124,6 +124,10 @@ class TemplateRoles:
             return pseudo[name]
         if name in self.parameters:
             return str(self.parameters[name].get("Default", UNRESOLVED))
+        if self.resources.get(name, {}).get("Type") == "AWS::SecretsManager::Secret":
+            # A secret's Ref is its ARN: the name plus the six random characters Secrets Manager adds.
+            secret = f"secret:{self._name(name)}-??????"
+            return f"arn:{PARTITION}:secretsmanager:{self.region}:{LOCAL_ACCOUNT}:{secret}"
         return self._name(name)
 
     def _name(self, lid: str) -> str:
@@ -132,7 +136,7 @@ class TemplateRoles:
             return UNRESOLVED
         props = res.get("Properties", {})
         typ = res["Type"]
-        if typ in ("AWS::DynamoDB::Table", "AWS::S3::Bucket"):
+        if typ in ("AWS::DynamoDB::Table", "AWS::S3::Bucket", "AWS::SecretsManager::Secret"):
             return local_name(self.stage, lid)
         if typ == "AWS::Lambda::Function":
             return str(self.resolve(props.get("FunctionName", lid)))

@@ -94,3 +94,25 @@ def test_intrinsics_resolve_to_local_names() -> None:
     assert roles.resolve(sub) == "arn:aws:ssm:eu-west-1:123456789012:parameter/x"
     table = roles.resolve({"Fn::GetAtt": [c.LOGICAL_CONTROL_TABLE, "Arn"]})
     assert table == "arn:aws:dynamodb:eu-west-1:123456789012:table/sluice-qa-control"
+
+
+def test_a_secret_read_is_checked_against_the_secret_the_role_names() -> None:
+    """A secret's Ref is its ARN, which ends in six random characters: a read of the stack's secret by
+    its full ARN is allowed, a read of another secret is not."""
+    from sluice.local import callaudit
+
+    template = {"Resources": {c.LOGICAL_LEASE_KEY_SECRET: {"Type": "AWS::SecretsManager::Secret"}}}
+    roles = iamcheck.TemplateRoles(template, "qa")
+    grant = {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue"}
+    grant["Resource"] = roles.resolve({"Ref": c.LOGICAL_LEASE_KEY_SECRET})
+    name = c.LEASE_KEY_SECRET_NAME_TEMPLATE.format(stage="qa")
+    prefix = "arn:aws:secretsmanager:us-east-1:123456789012:secret:"
+    ((action, own),) = callaudit.iam_requests(
+        "secretsmanager", "GetSecretValue", {"SecretId": f"{prefix}{name}-AbC123"}, "us-east-1"
+    )
+    assert iamcheck.allowed([grant], action, own)
+    ((_, other),) = callaudit.iam_requests(
+        "secretsmanager", "GetSecretValue", {"SecretId": "other"}, "us-east-1"
+    )
+    assert other == f"{prefix}other"
+    assert not iamcheck.allowed([grant], action, other)

@@ -38,7 +38,7 @@ def test_rotation_keeps_live_leases_valid(own_secret, queue_name, capsys, monkey
     old = before.consumer.pull(queue_name, group="default", batch_size=1).messages[0]
 
     monkeypatch.delenv(c.ENV_AWS_ENDPOINT_URL, raising=False)
-    main(["lease-key", "rotate", "--secret-id", own_secret.lease_key_secret])
+    main(["lease-key", "rotate", "--secret-id", own_secret.lease_key_secret, "--json"])
     rotated = json.loads(capsys.readouterr().out)
     assert rotated["current_id"] == 2 and rotated["previous_id"] == 1
 
