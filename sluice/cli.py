@@ -44,7 +44,9 @@ def cmd_local(args: argparse.Namespace) -> None:
 
         admin_token = "sluice_local_" + secrets.token_urlsafe(16)
         print(f"admin token: {admin_token}", file=sys.stderr, flush=True)
-    runtime = LocalRuntime(host=args.host, port=args.port, admin_token=admin_token)
+    open_prefix = args.open_stream_prefix or os.environ.get(c.ENV_OPEN_STREAM_PREFIX, "")
+    extra_env = {c.ENV_OPEN_STREAM_PREFIX: open_prefix} if open_prefix else {}
+    runtime = LocalRuntime(host=args.host, port=args.port, admin_token=admin_token, extra_env=extra_env)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -205,6 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--host", default="127.0.0.1")
     local.add_argument("--port", type=int, default=8787, help="0 picks a free port")
     local.add_argument("--admin-token", help=f"admin token to register (env {c.ENV_ADMIN_TOKEN})")
+    local.add_argument(
+        "--open-stream-prefix",
+        help="serve /v1/stream/ paths starting with this prefix without a token ('*': all; off by "
+        f"default; env {c.ENV_OPEN_STREAM_PREFIX}); for conformance runs and public demo streams",
+    )
     local.set_defaults(func=cmd_local)
 
     token = sub.add_parser("token", help="create, list and revoke API tokens")

@@ -30,6 +30,9 @@ ENV_SHARD_WCU_CEILING: Final = "SLUICE_SHARD_WCU_CEILING"  # write units/s one s
 ENV_SCALE_DOWN_AFTER_SECONDS: Final = "SLUICE_SCALE_DOWN_AFTER_SECONDS"
 ENV_LAMBDA_ENDPOINT_URL: Final = "SLUICE_LAMBDA_ENDPOINT_URL"  # the local runtime serves Lambda Invoke
 ENV_ALLOW_LOCAL_WEBHOOKS: Final = "SLUICE_ALLOW_LOCAL_WEBHOOKS"  # http://127.0.0.1 targets (local only)
+# Open Durable Streams protocol: stream paths starting with this prefix are served without a token
+# (`*`: every path). Off (unset) by default; for conformance runs and public demo streams only.
+ENV_OPEN_STREAM_PREFIX: Final = "SLUICE_OPEN_STREAM_PREFIX"
 
 # Powertools' own variables, set by the stack so handlers log/trace under one service name.
 ENV_POWERTOOLS_SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"
@@ -78,6 +81,7 @@ COORDINATOR_SCHEDULE_MINUTES: Final = 1
 # --- HTTP routes -----------------------------------------------------------------------------------------
 READ, WRITE, ADMIN = "read", "write", "admin"
 NATIVE, STREAMS = "native", "streams"  # faces: how errors are rendered (envelope, or {"error": ...})
+OPEN_STREAMS = "open-streams"  # the open Durable Streams protocol: raw bodies, plain-text errors
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,9 @@ _QP = "queue_name"
 _V1_Q = "/v1/queues/{queue_name}"
 _CF_QP = "queue_id"
 _CF_Q = "/client/v4/accounts/{account_id}/queues/{queue_id}"  # Cloudflare's REST paths; queue_id = name
+_OSP = "path"
+OPEN_STREAM_ROUTE_PREFIX: Final = "/v1/stream/"
+_OPEN_STREAM = OPEN_STREAM_ROUTE_PREFIX + "{path+}"
 
 ROUTES: Final[tuple[Route, ...]] = (
     # Queue administration, tokens and operations: the broker (control-plane writes are rare).
@@ -144,6 +151,15 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("POST", "/streams/{name+}", FN_BROKER, (WRITE,), "name", STREAMS),
     Route("DELETE", "/streams/{name+}", FN_BROKER, (ADMIN,), "name", STREAMS),
     Route("ANY", "/streams/{name+}", FN_BROKER, (), None, STREAMS),
+    # The open Durable Streams protocol (ElectricSQL's PROTOCOL.md): the stream is the rest of the path;
+    # a token bound to a queue name binds to the stream path. Reads on the consumer, writes on the
+    # broker; OPTIONS answers CORS preflights (browsers send no token with them).
+    Route("GET", _OPEN_STREAM, FN_CONSUMER, (READ,), _OSP, OPEN_STREAMS),
+    Route("HEAD", _OPEN_STREAM, FN_CONSUMER, (READ,), _OSP, OPEN_STREAMS),
+    Route("PUT", _OPEN_STREAM, FN_BROKER, (WRITE,), _OSP, OPEN_STREAMS),
+    Route("POST", _OPEN_STREAM, FN_BROKER, (WRITE,), _OSP, OPEN_STREAMS),
+    Route("DELETE", _OPEN_STREAM, FN_BROKER, (ADMIN,), _OSP, OPEN_STREAMS),
+    Route("OPTIONS", _OPEN_STREAM, FN_BROKER, (), None, OPEN_STREAMS),
     # Push consumers (coordinator area): admin, served by the broker.
     Route("POST", f"{_V1_Q}/consumers", FN_BROKER, (ADMIN,), _QP),
     Route("GET", f"{_V1_Q}/consumers", FN_BROKER, (ADMIN,), _QP),

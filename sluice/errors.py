@@ -163,3 +163,9 @@ class ConsumerNotFound(SluiceError):
 
 class ConsumerAlreadyExists(SluiceError):
     code = 10126
+
+
+class NotSupported(SluiceError):
+    """A protocol feature this server does not implement (open Durable Streams forks)."""
+
+    code = 10140

@@ -1,10 +1,16 @@
 """The broker: API Gateway → send/publish, queue administration and tokens."""
 
-from lambdas.broker import cloudflare, consumers, operations, queues, send, streams
+from lambdas.broker import cloudflare, consumers, openstreams, operations, queues, send, streams
 from lambdas.common.http import build_app, make_handler
 from sluice.constants import FN_BROKER
 
 app = build_app(
-    queues.router, send.router, operations.router, cloudflare.router, streams.router, consumers.router
+    queues.router,
+    send.router,
+    operations.router,
+    cloudflare.router,
+    streams.router,
+    consumers.router,
+    openstreams.router,
 )
 lambda_handler = make_handler(app, FN_BROKER)
