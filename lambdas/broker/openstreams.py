@@ -45,6 +45,13 @@ def _stream_headers(info: StreamInfo) -> dict[str, str]:
     return headers
 
 
+def _absolute_url(path: str) -> str:
+    """The stream's URL as the client reached it (API Gateway sets X-Forwarded-Proto)."""
+    host = header(router, "Host") or "localhost"
+    scheme = header(router, "X-Forwarded-Proto") or "http"
+    return f"{scheme}://{host}{path}"
+
+
 @router.put(RULE)
 @protocol_errors
 def create() -> Response[Any]:
@@ -61,7 +68,7 @@ def create() -> Response[Any]:
     )
     headers = _stream_headers(result.info)
     if result.created:
-        headers["Location"] = router.current_event.path
+        headers["Location"] = _absolute_url(router.current_event.path)
         return respond(201, headers)
     return respond(200, headers)
 
@@ -72,17 +79,18 @@ def append() -> Response[Any]:
     producer = parse_producer(
         header(router, "Producer-Id"), header(router, "Producer-Epoch"), header(router, "Producer-Seq")
     )
+    body = body_bytes(router)
     done = service().open_streams.append(
         stream_path(router),
         header(router, "Content-Type"),
-        body_bytes(router),
+        body,
         closed=closed_flag(router),
         producer=producer,
         stream_seq=header(router, "Stream-Seq"),
     )
     status = _APPEND_STATUS[done.outcome]
-    if done.outcome == "appended" and producer is not None:
-        status = 200  # new data from an idempotent producer (204 means a duplicate)
+    if done.outcome == "appended" and producer is not None and body:
+        status = 200  # new data from an idempotent producer (204: a duplicate, or a close-only request)
     headers = dict(done.headers)
     if status < 400 or done.outcome == "closed_conflict":
         headers["Stream-Next-Offset"] = f"{done.tail:016d}"

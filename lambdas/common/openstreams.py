@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
-from functools import wraps
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
@@ -78,13 +77,16 @@ def error(exc: errors.SluiceError) -> Response[Any]:
 
 
 def protocol_errors(fn: Callable[[], Response[Any]]) -> Callable[[], Response[Any]]:
-    """Render domain errors in this face's shape (plain text, security headers)."""
+    """Render domain errors in this face's shape (plain text, security headers).
 
-    @wraps(fn)
-    def wrapper() -> Response[Any]:
+    The wrapper has no return annotation on purpose: Powertools' validation then passes the Response
+    through as built instead of serialising its body as a model (bodies here are raw bytes)."""
+
+    def wrapper():  # type: ignore[no-untyped-def]
         try:
             return fn()
         except errors.SluiceError as exc:
             return error(exc)
 
+    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper

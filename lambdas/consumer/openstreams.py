@@ -175,4 +175,9 @@ def _data_event(result: ReadResult, text: bool) -> str:
     else:
         encoded = base64.b64encode(result.body()).decode()
         lines = [encoded[i : i + 76] for i in range(0, len(encoded), 76)] or [""]
-    return "event: data\n" + "".join(f"data: {line}\n" for line in lines) + "\n"
+    return "event: data\n" + "".join(_data_line(line) for line in lines) + "\n"
+
+
+def _data_line(line: str) -> str:
+    """`data:` + the line; a line starting with a space gets one more, which readers strip (SSE rule)."""
+    return f"data: {line}\n" if line.startswith(" ") else f"data:{line}\n"

@@ -341,10 +341,12 @@ class OpenStreams:
                 queue = self.registry.create(queue_name_for(path), STREAM_SETTINGS, open_stream=meta)
             except errors.QueueAlreadyExists:
                 continue  # a concurrent PUT won: compare with what it created
-            if messages or closed:
+            if messages or closed:  # the append also starts the sliding TTL
                 done = self._append(queue, messages, closed=closed, producer=None, stream_seq=None)
                 return Created(StreamInfo(queue, meta, done.tail, done.closed), created=True)
-            return Created(StreamInfo(queue, meta, 0, False), created=True)
+            info = StreamInfo(queue, meta, 0, False)
+            self.touch(info)  # the TTL runs from the answer, not from the start of the request
+            return Created(info, created=True)
         raise errors.Conflict("the stream is being created and deleted concurrently; retry")
 
     def delete(self, path: str) -> None:
