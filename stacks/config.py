@@ -32,6 +32,9 @@ class SluiceConfig:
     # `powertools_version` ("" = the aws-lambda-powertools version pinned in pyproject.toml).
     powertools_layer_arn: str = ""
     powertools_version: str = ""
+    # Open Durable Streams protocol: /v1/stream/ paths starting with this prefix are served without a
+    # token ("*": every path). Off ("") by default; for conformance runs and public demo streams.
+    open_stream_prefix: str = ""
 
     @classmethod
     def from_node(cls, node: Node) -> SluiceConfig:

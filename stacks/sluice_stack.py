@@ -45,6 +45,8 @@ class SluiceStack(Stack):
             shard_map_prefix=self.storage.shard_map_prefix,
             stage=config.stage,
         )
+        if config.open_stream_prefix:  # the documented no-token opt-in (docs/api.md)
+            environment[c.ENV_OPEN_STREAM_PREFIX] = config.open_stream_prefix
         factory = FunctionFactory(
             self,
             "Functions",
