@@ -124,9 +124,9 @@ def test_the_pypi_client_writes_reads_and_tails(open_server: str) -> None:
     url = f"{open_server}/v1/stream/pypi/{uuid.uuid4().hex[:8]}"
     handle = DurableStream.create(url, content_type="application/json", batching=False)
     first = handle.append({"n": 1})
-    handle.append([{"n": 2}, {"n": 3}])
+    handle.append([{"n": 2}, {"n": 3}])  # one message: the client wraps each value in an array
     with handle.stream(offset="-1", live=False) as response:
-        assert list(response.iter_json()) == [{"n": 1}, {"n": 2}, {"n": 3}]
+        assert list(response.iter_json()) == [{"n": 1}, [{"n": 2}, {"n": 3}]]
     head = handle.head()
     assert head.exists and head.offset and head.offset > first.next_offset
 
