@@ -127,8 +127,7 @@ def _long_poll(path: str, info: StreamInfo, seq: int, cursor: str | None) -> Res
     if not result.at_end:
         headers["Stream-Cursor"] = next_cursor(streams.backend.clock(), cursor)
     if not result.bodies:
-        headers.pop("ETag")
-        headers["Stream-Up-To-Date"] = "true"
+        headers.pop("ETag")  # a timeout: up to date (the tail did not move past the offset)
         return respond(204, {**headers, "Cache-Control": NO_STORE})
     headers["Cache-Control"] = CATCH_UP_CACHE
     return respond(200, headers, result.body(), info.meta.content_type)

@@ -60,6 +60,7 @@ BEGINNING, NOW = "-1", "now"
 _GUARD = "osv"  # head attributes of this face
 _CLOSED, _CLOSER, _SEQ, _PRODUCERS, _TOUCHED = "osc", "oscb", "osq", "osp", "ost"
 _APPEND_ATTEMPTS = 50
+SETTLE_SECONDS = 2.0  # how long a read waits for positions allocated but not yet written
 # Cursors: 20-second intervals since 2024-10-09T00:00:00Z, as PROTOCOL.md section 10.1 describes.
 CURSOR_EPOCH_MS = 1_728_432_000_000
 CURSOR_INTERVAL_MS = 20_000
@@ -430,6 +431,16 @@ class OpenStreams:
         return self.read_from(info, info.tail if offset == NOW else int(offset), max_bytes=max_bytes)
 
     def read_from(self, info: StreamInfo, seq: int, *, max_bytes: int = MAX_READ_BYTES) -> ReadResult:
+        """Data from `seq` up to the tail `info` saw. Positions allocated but not written yet (an append
+        between its two writes) are waited for briefly, so a reader woken by a new tail gets its data."""
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while True:
+            result = self._read_once(info, seq, max_bytes)
+            if result.bodies or result.up_to_date or time.monotonic() >= deadline:
+                return result
+            time.sleep(0.02)
+
+    def _read_once(self, info: StreamInfo, seq: int, max_bytes: int) -> ReadResult:
         if seq > info.tail:
             raise errors.InvalidOffset("the offset is past the stream's tail")
         bodies: list[bytes] = []
