@@ -426,10 +426,6 @@ class OpenStreams:
 
     # --- reads ----------------------------------------------------------------------------------------
 
-    def read(self, path: str, offset: str | int, *, max_bytes: int = MAX_READ_BYTES) -> ReadResult:
-        info = self.info(path)
-        return self.read_from(info, info.tail if offset == NOW else int(offset), max_bytes=max_bytes)
-
     def read_from(self, info: StreamInfo, seq: int, *, max_bytes: int = MAX_READ_BYTES) -> ReadResult:
         """Data from `seq` up to the tail `info` saw. Positions allocated but not written yet (an append
         between its two writes) are waited for briefly, so a reader woken by a new tail gets its data."""
@@ -451,7 +447,10 @@ class OpenStreams:
                 info.queue.name, Position(seqs={shard: position}), limit=100, queue=info.queue
             )
             if not page.records:
-                break
+                if page.positions[shard] <= position:  # nothing readable yet (an unwritten position)
+                    break
+                position = page.positions[shard]  # a sealed gap was passed: keep going
+                continue
             for record in page.records:
                 if bodies and size + len(record.body) > max_bytes:
                     return ReadResult(info, seq, position, bodies)
