@@ -14,14 +14,13 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.common import errors as error_registry
+from lambdas.common.openstreams import SECURITY_HEADERS
 from lambdas.common.runtime import service
 from sluice import errors
 from sluice.constants import ENV_OPEN_STREAM_PREFIX, OPEN_STREAMS, ROUTES, STREAMS, Route
 from sluice.engine.auth import Principal
 
 logger = Logger()
-# Security headers of the open Durable Streams protocol on answers given before its handlers run.
-OPEN_STREAM_HEADERS = {"X-Content-Type-Options": "nosniff", "Cross-Origin-Resource-Policy": "cross-origin"}
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 
 
@@ -126,7 +125,7 @@ def _reject(exc: errors.SluiceError, route: Route | None) -> dict[str, Any]:
     if route is not None and route.face == OPEN_STREAMS:  # the protocol's bodies are not JSON
         return {
             "statusCode": error_registry.status_of(exc),
-            "headers": {**OPEN_STREAM_HEADERS, "Content-Type": "text/plain; charset=utf-8"},
+            "headers": {**SECURITY_HEADERS, "Content-Type": "text/plain; charset=utf-8"},
             "body": f"{exc.message}\n",
             "isBase64Encoded": False,
         }

@@ -49,6 +49,11 @@ from sluice.engine.openstreams import (
 router = APIGatewayHttpRouter()
 LONG_POLL_MS = 10_000  # well inside the 30 s integration timeout
 SSE_FIRST_WAIT_MS = 1_000
+# An SSE response grows past the data it carries (a `data:` prefix per line, base64 for binary) and
+# goes to API Gateway base64-encoded (bytes): read 128 KiB at a time, stop past 2.5 MiB of events.
+# Worst case (text of only newlines: 6 bytes per byte) 2.5 MiB + 768 KiB, 4.4 MB encoded: under 6 MB.
+SSE_READ_BYTES = 128 * 1024
+SSE_RESPONSE_BYTES = 5 * 512 * 1024
 
 
 def _info_headers(info: StreamInfo) -> dict[str, str]:
@@ -140,13 +145,12 @@ def _sse(path: str, info: StreamInfo, seq: int, cursor: str | None) -> Response[
     if seq >= info.tail and not info.closed:
         info = streams.wait(path, seq, LONG_POLL_MS if cursor else SSE_FIRST_WAIT_MS)
     text = is_text(info.meta.content_type)
-    events: list[str] = []
-    budget = 4 * 1024 * 1024 if text else 3 * 1024 * 1024  # base64 grows by 4/3: stay under 6 MB
+    events: list[bytes] = []
+    size = 0
     while True:
-        result = streams.read_from(info, seq, max_bytes=min(budget, 2 * 1024 * 1024))
+        result = streams.read_from(info, seq, max_bytes=SSE_READ_BYTES)
         if result.bodies:
-            events.append(_data_event(result, text))
-            budget -= sum(len(b) for b in result.bodies)
+            events.append(_data_event(result, text).encode())
         control: dict[str, Any] = {"streamNextOffset": encode_offset(result.next)}
         if result.at_end:
             control["streamClosed"] = True
@@ -154,14 +158,15 @@ def _sse(path: str, info: StreamInfo, seq: int, cursor: str | None) -> Response[
             control["streamCursor"] = next_cursor(streams.backend.clock(), cursor)
         if result.up_to_date:
             control["upToDate"] = True
-        events.append(f"event: control\ndata:{json.dumps(control, separators=(',', ':'))}\n\n")
+        events.append(f"event: control\ndata:{json.dumps(control, separators=(',', ':'))}\n\n".encode())
+        size += len(events[-1]) + (len(events[-2]) if result.bodies else 0)
         seq = result.next
-        if result.up_to_date or not result.bodies or budget <= 0:
+        if result.up_to_date or not result.bodies or size >= SSE_RESPONSE_BYTES:
             break
     headers = {"Cache-Control": "no-cache", "Content-Type": "text/event-stream"}
     if not text:
         headers["Stream-SSE-Data-Encoding"] = "base64"
-    return respond(200, headers, "".join(events), "text/event-stream")
+    return respond(200, headers, b"".join(events), "text/event-stream")
 
 
 def _data_event(result: ReadResult, text: bool) -> str:
