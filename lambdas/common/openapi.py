@@ -78,7 +78,10 @@ _OPEN_STREAM_ERROR = {"description": "error", "content": {"text/plain": {"schema
 
 def _open_stream_operation(operation: dict[str, Any]) -> None:
     operation["parameters"] = [_OPEN_STREAM_PATH_PARAMETER, *operation.get("parameters", [])]
-    operation["responses"] = {str(s): _OPEN_STREAM_SUCCESS for s in (200, 201, 204, 304)}
+    operation["responses"] = {
+        **{str(s): _OPEN_STREAM_SUCCESS for s in (200, 201)},
+        **{str(s): {"description": "no body"} for s in (204, 304)},
+    }
     operation["description"] = "The open Durable Streams protocol (docs/api.md)."
 
 
