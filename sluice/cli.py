@@ -90,8 +90,14 @@ def cmd_local(args: argparse.Namespace) -> None:
 
         admin_token = "sluice_local_" + secrets.token_urlsafe(16)
         print(f"admin token: {admin_token}", file=sys.stderr, flush=True)
+    open_prefix = args.open_stream_prefix or os.environ.get(c.ENV_OPEN_STREAM_PREFIX, "")
+    extra_env = {c.ENV_OPEN_STREAM_PREFIX: open_prefix} if open_prefix else {}
     runtime = LocalRuntime(
-        host=args.host, port=args.port, admin_token=admin_token, time_scale=args.time_scale
+        host=args.host,
+        port=args.port,
+        admin_token=admin_token,
+        time_scale=args.time_scale,
+        extra_env=extra_env,
     )
     run_until_signalled(runtime, lambda: print(f"sluice local ready on {runtime.url}", flush=True))
 
@@ -417,6 +423,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=float(os.environ.get(c.ENV_LOCAL_TIME_SCALE) or 1),
         help="run the stack's schedules (coordinator rule, tick, shard flush/maintenance) this many times "
         f"faster, with the same events (env {c.ENV_LOCAL_TIME_SCALE}; default 1, the deployed rates)",
+    )
+    local.add_argument(
+        "--open-stream-prefix",
+        help="serve /v1/stream/ paths starting with this prefix without a token ('*': all; off by "
+        f"default; env {c.ENV_OPEN_STREAM_PREFIX}); for conformance runs and public demo streams",
     )
     local.set_defaults(func=cmd_local)
 

@@ -37,6 +37,9 @@ ENV_ALLOW_LOCAL_WEBHOOKS: Final = "SLUICE_ALLOW_LOCAL_WEBHOOKS"  # http://127.0.
 # Tests: append every AWS call a handler makes (function, IAM action, resource ARN) to this JSON-lines
 # file; `sluice.local.iamcheck` then checks each against that function's role in the template.
 ENV_IAM_AUDIT_FILE: Final = "SLUICE_IAM_AUDIT_FILE"
+# Open Durable Streams protocol: stream paths starting with this prefix are served without a token
+# (`*`: every path). Off (unset) by default; for conformance runs and public demo streams only.
+ENV_OPEN_STREAM_PREFIX: Final = "SLUICE_OPEN_STREAM_PREFIX"
 
 # Powertools' own variables, set by the stack so handlers log/trace under one service name.
 ENV_POWERTOOLS_SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"
@@ -105,6 +108,7 @@ ENV_LOCAL_TIME_SCALE: Final = "SLUICE_LOCAL_TIME_SCALE"
 READ, WRITE, ADMIN = "read", "write", "admin"
 NATIVE, STREAMS = "native", "streams"  # faces: how errors are rendered (envelope, or {"error": ...})
 CLOUDFLARE = "cloudflare"  # the envelope too; `{queue_id}` may be a queue's 32-hex id or its name
+OPEN_STREAMS = "open-streams"  # the open Durable Streams protocol: raw bodies, plain-text errors
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,9 @@ CF_PREFIX = "/client/v4"  # Cloudflare's REST paths; {account_id} is ignored
 _CF_QUEUES = f"{CF_PREFIX}/accounts/{{account_id}}/queues"
 _CF_Q = f"{_CF_QUEUES}/{{queue_id}}"
 _CF = CLOUDFLARE
+_OSP = "path"
+OPEN_STREAM_ROUTE_PREFIX: Final = "/v1/stream/"
+_OPEN_STREAM = OPEN_STREAM_ROUTE_PREFIX + "{path+}"
 
 ROUTES: Final[tuple[Route, ...]] = (
     # Queue administration, tokens and operations: the broker (control-plane writes are rare).
@@ -193,6 +200,15 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("POST", "/streams/{name+}", FN_BROKER, (WRITE,), "name", STREAMS),
     Route("DELETE", "/streams/{name+}", FN_BROKER, (ADMIN,), "name", STREAMS),
     Route("ANY", "/streams/{name+}", FN_BROKER, (), None, STREAMS),
+    # The open Durable Streams protocol (ElectricSQL's PROTOCOL.md): the stream is the rest of the path;
+    # a token bound to a queue name binds to the stream path. Reads on the consumer, writes on the
+    # broker; OPTIONS answers CORS preflights (browsers send no token with them).
+    Route("GET", _OPEN_STREAM, FN_CONSUMER, (READ,), _OSP, OPEN_STREAMS),
+    Route("HEAD", _OPEN_STREAM, FN_CONSUMER, (READ,), _OSP, OPEN_STREAMS),
+    Route("PUT", _OPEN_STREAM, FN_BROKER, (WRITE,), _OSP, OPEN_STREAMS),
+    Route("POST", _OPEN_STREAM, FN_BROKER, (WRITE,), _OSP, OPEN_STREAMS),
+    Route("DELETE", _OPEN_STREAM, FN_BROKER, (ADMIN,), _OSP, OPEN_STREAMS),
+    Route("OPTIONS", _OPEN_STREAM, FN_BROKER, (), None, OPEN_STREAMS),
     # Push consumers (coordinator area): admin, served by the broker.
     Route("POST", f"{_V1_Q}/consumers", FN_BROKER, (ADMIN,), _QP),
     Route("GET", f"{_V1_Q}/consumers", FN_BROKER, (ADMIN,), _QP),

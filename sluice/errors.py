@@ -201,3 +201,9 @@ class NotADeadLetterQueue(InvalidRequest):
     """Redrive from a queue that is not the target queue's `dead_letter_queue`."""
 
     code = 10131
+
+
+class NotSupported(SluiceError):
+    """A protocol feature this server does not implement (open Durable Streams forks)."""
+
+    code = 10140

@@ -74,6 +74,16 @@ class Shard(BaseModel):
     parents: list[int] = Field(default_factory=list)
 
 
+class OpenStreamMeta(BaseModel):
+    """What an open Durable Streams protocol stream was created with; fixed for its lifetime."""
+
+    path: str
+    content_type: str
+    ttl_seconds: int | None = None
+    expires_at: str | None = None  # RFC 3339, as sent (compared as sent on an idempotent PUT)
+    expires_at_ms: int | None = None
+
+
 class Queue(BaseModel):
     """A queue and its shard map: one control item, changed only by conditional writes on `version`.
 
@@ -92,6 +102,7 @@ class Queue(BaseModel):
     fence: int = 0  # highest coordinator fencing token that wrote this map
     groups: dict[str, int] = Field(default_factory=lambda: {DEFAULT_GROUP: 0})  # name → start ms
     stream_name: str | None = None  # the Durable Streams name this queue serves, if any
+    open_stream: OpenStreamMeta | None = None  # set when the queue serves an open-protocol stream
 
     @property
     def queue_id(self) -> str:
@@ -153,6 +164,7 @@ class PublishResult(BaseModel):
     message_ids: list[str]
     offsets: list[str]
     shard: int
+    tail_seq: int | None = None  # the shard's next sequence after this append (guarded appends)
 
 
 class Delivery(BaseModel):

@@ -10,6 +10,7 @@ from sluice.engine.backend import Backend, now_ms
 from sluice.engine.consume import Consumer
 from sluice.engine.durable import DurableStreams
 from sluice.engine.groups import ConsumerGroups
+from sluice.engine.openstreams import OpenStreams
 from sluice.engine.operations import Operations
 from sluice.engine.publish import Publisher
 from sluice.engine.queues import MirrorReader, QueueDirectory, QueueRegistry
@@ -72,6 +73,10 @@ class Sluice:
     @cached_property
     def streams(self) -> DurableStreams:
         return DurableStreams(self.backend, self.queues, self.publisher, self.reader)
+
+    @cached_property
+    def open_streams(self) -> OpenStreams:
+        return OpenStreams(self.backend, self.queues, self.publisher, self.reader)
 
     @cached_property
     def shard_worker(self) -> ShardWorker:

@@ -49,6 +49,9 @@ class SluiceConfig:
     # Lambda functions push consumers of type `lambda` may target: comma-separated function names or
     # ARNs, `*` wildcards allowed; `{stage}` is replaced by the stage. Empty: no Lambda push targets.
     push_lambda_targets: str = "sluice-{stage}-push-*"
+    # Open Durable Streams protocol: /v1/stream/ paths starting with this prefix are served without a
+    # token ("*": every path). Off ("") by default; for conformance runs and public demo streams.
+    open_stream_prefix: str = ""
 
     @classmethod
     def from_node(cls, node: Node) -> SluiceConfig:

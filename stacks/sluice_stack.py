@@ -57,6 +57,8 @@ class SluiceStack(Stack):
             stage=config.stage,
             lease_key_secret=self.lease_key.secret.secret_arn,
         )
+        if config.open_stream_prefix:  # the documented no-token opt-in (docs/api.md)
+            environment[c.ENV_OPEN_STREAM_PREFIX] = config.open_stream_prefix
         factory = FunctionFactory(
             self,
             "Functions",

@@ -6,6 +6,7 @@ from lambdas.broker import (
     cloudflare_fallback,
     cloudflare_queues,
     consumers,
+    openstreams,
     operations,
     queues,
     send,
@@ -23,6 +24,7 @@ app = build_app(
     cloudflare_consumers.router,
     streams.router,
     consumers.router,
+    openstreams.router,
     cloudflare_fallback.router,  # last: only what no other route matched
 )
 lambda_handler = make_handler(app, FN_BROKER)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -13,9 +14,18 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.common import errors as error_registry
+from lambdas.common.openstreams import SECURITY_HEADERS
 from lambdas.common.runtime import service
 from sluice import errors
-from sluice.constants import CLOUDFLARE, LAMBDA_SYNC_PAYLOAD_BYTES, ROUTES, STREAMS, Route
+from sluice.constants import (
+    CLOUDFLARE,
+    ENV_OPEN_STREAM_PREFIX,
+    LAMBDA_SYNC_PAYLOAD_BYTES,
+    OPEN_STREAMS,
+    ROUTES,
+    STREAMS,
+    Route,
+)
 from sluice.engine.auth import Principal
 
 logger = Logger()
@@ -78,6 +88,16 @@ def authorize(route: Route, event: dict[str, Any]) -> Principal:
     return principal
 
 
+def open_without_token(route: Route, event: dict[str, Any]) -> bool:
+    """The opt-in of ENV_OPEN_STREAM_PREFIX: open-protocol stream paths under that prefix (`*`: all)
+    are served without a token. Off unless the stack (CDK context) or `sluice local` sets it."""
+    prefix = os.environ.get(ENV_OPEN_STREAM_PREFIX, "")
+    if route.face != OPEN_STREAMS or not prefix:
+        return False
+    path = (event.get("pathParameters") or {}).get(route.queue_param or "", "")
+    return prefix == "*" or path.startswith(prefix)
+
+
 def _treat_body_as_json(event: dict[str, Any]) -> None:
     """Bodies are JSON whatever Content-Type says (curl -d sends a form type), as Cloudflare's API does."""
     headers = event.setdefault("headers", {})
@@ -129,6 +149,13 @@ def _too_deep(body: str) -> bool:
 def _reject(exc: errors.SluiceError, route: Route | None) -> dict[str, Any]:
     """An error answered before the resolver runs, in the body shape of the route's face."""
     body = error_registry.envelope(errors_=[{"code": exc.code, "message": exc.message}])
+    if route is not None and route.face == OPEN_STREAMS:  # the protocol's bodies are not JSON
+        return {
+            "statusCode": error_registry.status_of(exc),
+            "headers": {**SECURITY_HEADERS, "Content-Type": "text/plain; charset=utf-8"},
+            "body": f"{exc.message}\n",
+            "isBase64Encoded": False,
+        }
     if route is not None and route.face == STREAMS:
         body = error_registry.plain_body(exc)
     return {
@@ -145,15 +172,18 @@ def make_handler(app: APIGatewayHttpResolver, function: str) -> LambdaHandler:
 
     @logger.inject_lambda_context(clear_state=True)
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        _treat_body_as_json(event)
         route = routes.get(event.get("routeKey", ""))
-        if route is not None and route.scopes:
+        raw_body = route is not None and route.face == OPEN_STREAMS  # bytes of any content type
+        if not raw_body:
+            _treat_body_as_json(event)
+        if route is not None and route.scopes and not open_without_token(route, event):
             try:
                 app.append_context(principal=authorize(route, event))
             except errors.SluiceError as exc:
                 return _reject(exc, route)
         try:
-            _check_body(event)
+            if not raw_body:
+                _check_body(event)
         except errors.SluiceError as exc:
             return _reject(exc, route)
         return app.resolve(event, context)

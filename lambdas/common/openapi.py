@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from lambdas.common.errors import STATUS
+from lambdas.common.openstreams import RULE as OPEN_STREAM_RULE
 from lambdas.common.streams import STREAM_RULE
 from sluice.constants import ROUTES
 
@@ -61,6 +62,29 @@ _STREAM_NAME_PARAMETER = {
 }
 
 
+OPEN_STREAMS_OPENAPI_PATH = "/v1/stream/{path}"
+_OPEN_STREAM_PATH_PARAMETER = {
+    "in": "path",
+    "name": "path",
+    "required": True,
+    "description": "the stream's path: 1-1024 characters, `/` allowed (the rest of the path)",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 1024},
+}
+# The open protocol's bodies are the stream's bytes (any content type) and its errors plain text;
+# its status codes and headers are PROTOCOL.md's (docs/api.md lists what this server answers).
+_OPEN_STREAM_SUCCESS = {"description": "see PROTOCOL.md", "content": {"*/*": {"schema": {}}}}
+_OPEN_STREAM_ERROR = {"description": "error", "content": {"text/plain": {"schema": {"type": "string"}}}}
+
+
+def _open_stream_operation(operation: dict[str, Any]) -> None:
+    operation["parameters"] = [_OPEN_STREAM_PATH_PARAMETER, *operation.get("parameters", [])]
+    operation["responses"] = {
+        **{str(s): _OPEN_STREAM_SUCCESS for s in (200, 201)},
+        **{str(s): {"description": "no body"} for s in (204, 304)},
+    }
+    operation["description"] = "The open Durable Streams protocol (docs/api.md)."
+
+
 def build() -> dict[str, Any]:
     merged: dict[str, Any] = {
         "openapi": "3.1.0",
@@ -85,11 +109,18 @@ def build() -> dict[str, Any]:
                 path = STREAMS_OPENAPI_PATH
                 for operation in operations.values():
                     operation["parameters"] = [_STREAM_NAME_PARAMETER, *operation.get("parameters", [])]
+            if path == OPEN_STREAM_RULE:
+                path = OPEN_STREAMS_OPENAPI_PATH
+                for operation in operations.values():
+                    _open_stream_operation(operation)
             merged["paths"].setdefault(path, {}).update(operations)
         for name, schema in doc.get("components", {}).get("schemas", {}).items():
             merged["components"]["schemas"].setdefault(name, schema)
     statuses = sorted({status for _cls, status in STATUS} | {500})
-    scoped = {(r.method.lower(), r.path.replace("{name+}", "{name}")): r for r in ROUTES}
+    scoped = {
+        (r.method.lower(), r.path.replace("{name+}", "{name}").replace("{path+}", "{path}")): r
+        for r in ROUTES
+    }
     for path, operations in merged["paths"].items():
         for method, operation in operations.items():
             route = scoped.get((method, path))
@@ -97,6 +128,10 @@ def build() -> dict[str, Any]:
                 operation["x-sluice-scopes"] = list(route.scopes)
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)  # validation failures are 400s with the envelope here
+            if path == OPEN_STREAMS_OPENAPI_PATH:
+                for status in statuses:
+                    responses.setdefault(str(status), _OPEN_STREAM_ERROR)
+                continue
             # The Durable Streams face answers errors as {"error": ...}, as that protocol does.
             error_schema = "StreamsError" if path == STREAMS_OPENAPI_PATH else "ErrorEnvelope"
             for status in statuses:

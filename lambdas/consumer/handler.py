@@ -3,10 +3,10 @@
 from typing import Any
 
 from lambdas.common.http import build_app, make_handler
-from lambdas.consumer import cloudflare, pull, push, records
+from lambdas.consumer import cloudflare, openstreams, pull, push, records
 from sluice.constants import FN_CONSUMER
 
-app = build_app(pull.router, cloudflare.router, records.router)
+app = build_app(pull.router, cloudflare.router, records.router, openstreams.router)
 http_handler = make_handler(app, FN_CONSUMER)
 
 

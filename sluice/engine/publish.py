@@ -56,6 +56,22 @@ class Allocation:
     timestamp_ms: int
 
 
+@dataclass
+class HeadGuard:
+    """Extra state changed on the shard head atomically with an allocation (open-protocol streams:
+    closure, producer epochs and sequences). The allocation holds only while the head's `field`
+    still has the value `expected` the caller decided on (optimistic concurrency); `updates` are SET
+    in the same write."""
+
+    field: str
+    expected: int | None  # None: the attribute must not exist yet
+    updates: dict[str, Any]
+
+
+class HeadChanged(errors.Conflict):
+    """The guarded head changed since the caller read it: re-read and decide again."""
+
+
 class Publisher:
     def __init__(self, backend: Backend, directory: QueueDirectory) -> None:
         self.backend = backend
@@ -81,7 +97,12 @@ class Publisher:
         return result
 
     def append(
-        self, queue: Queue, messages: Sequence[OutgoingMessage], *, version: int | None = None
+        self,
+        queue: Queue,
+        messages: Sequence[OutgoingMessage],
+        *,
+        version: int | None = None,
+        guard: HeadGuard | None = None,
     ) -> PublishResult:
         """One allocation for any number of messages on one shard (Durable Streams' POST carries up to
         1 MiB): sizes are checked per message, the request limits of `publish` do not apply. The
@@ -92,11 +113,11 @@ class Publisher:
                 raise errors.MessageTooLarge(
                     f"record {index} is {msg.size} bytes; at most {limit} bytes per record"
                 )
-        if not messages:  # a pure version bump
+        if not messages:  # a pure version bump (or a guarded state change, such as a close)
             shard = queue.open_shards[0] if queue.open_shards else queue.shards[0]
-            self._allocate(queue, shard, 0, version)
-            return PublishResult(message_ids=[], offsets=[], shard=shard.id)
-        return self._publish_to_one_shard(queue, messages, version)
+            alloc = self._allocate(queue, shard, 0, version, guard=guard)
+            return PublishResult(message_ids=[], offsets=[], shard=shard.id, tail_seq=alloc.first_seq)
+        return self._publish_to_one_shard(queue, messages, version, guard)
 
     def bump_version(self, queue_name: str, version: int, shard_id: int = 0) -> int:
         """Store a producer version without publishing (Durable Streams' empty POST)."""
@@ -148,13 +169,17 @@ class Publisher:
         return random.choice(queue.open_shards)
 
     def _publish_to_one_shard(
-        self, queue: Queue, messages: Sequence[OutgoingMessage], version: int | None
+        self,
+        queue: Queue,
+        messages: Sequence[OutgoingMessage],
+        version: int | None,
+        guard: HeadGuard | None = None,
     ) -> PublishResult:
         nbytes = sum(len(m.body) for m in messages)
         for _ in range(_MAX_ALLOCATE_ATTEMPTS):
             shard = self._pick_shard(queue, messages)
             try:
-                alloc = self._allocate(queue, shard, len(messages), version, nbytes)
+                alloc = self._allocate(queue, shard, len(messages), version, nbytes, guard=guard)
             except _ShardSealed:
                 queue = self.directory.refresh(queue.name, queue.version)
                 continue
@@ -165,11 +190,19 @@ class Publisher:
                 message_ids=[message_id(queue, shard.id, s) for s in seqs],
                 offsets=[offsets.encode(alloc.timestamp_ms, s) for s in seqs],
                 shard=shard.id,
+                tail_seq=alloc.first_seq + len(messages),
             )
         raise errors.DependencyUnavailable(f"queue {queue.name!r} is resharding; retry shortly")
 
     def _allocate(
-        self, queue: Queue, shard: Shard, count: int, version: int | None, nbytes: int = 0
+        self,
+        queue: Queue,
+        shard: Shard,
+        count: int,
+        version: int | None,
+        nbytes: int = 0,
+        *,
+        guard: HeadGuard | None = None,
     ) -> Allocation:
         table = self.backend.table_for(shard)
         pk = keys.shard_pk(queue, shard.id)
@@ -184,6 +217,16 @@ class Publisher:
                 condition += " AND (attribute_not_exists(#pv) OR #pv <= :pv)"
                 names["#pv"] = "pver"
                 values[":pv"] = version
+            if guard is not None:
+                names["#gf"] = guard.field
+                if guard.expected is None:
+                    condition += " AND attribute_not_exists(#gf)"
+                else:
+                    condition += " AND #gf = :gexp"
+                    values[":gexp"] = guard.expected
+                for index, (attr, value) in enumerate(guard.updates.items()):
+                    names[f"#g{index}"], values[f":g{index}"] = attr, value
+                    expression += f", #g{index} = :g{index}"
             counted, carried = self.counters.add_clause(pk, count, nbytes, names, values)
             try:
                 new = table.update(
@@ -193,7 +236,7 @@ class Publisher:
                     condition=condition,
                     names=names,
                     values=values,
-                    returns="UPDATED_NEW",
+                    returns="ALL_NEW" if guard is not None else "UPDATED_NEW",
                 )
             except errors.Throttled:
                 self.counters.restore(pk, carried)
@@ -204,6 +247,8 @@ class Publisher:
                 head = exc.item or {}
                 if head.get("sealed"):
                     raise _ShardSealed from exc
+                if guard is not None and head.get(guard.field) != guard.expected:
+                    raise HeadChanged("the stream changed concurrently; decide again") from exc
                 if version is not None and head.get("pver", 0) > version:
                     raise errors.ProducerFenced(
                         "Producer version too old",

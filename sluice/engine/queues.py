@@ -48,7 +48,8 @@ class QueueRegistry:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 
-    def create(self, name: str, raw_settings: dict[str, Any] | None = None) -> Queue:
+    def create(self, name: str, raw_settings: dict[str, Any] | None = None, **fields: Any) -> Queue:
+        """`fields`: further Queue attributes set atomically with the creation (a face's metadata)."""
         check_queue_name(name)
         settings = parse_settings(raw_settings)
         if settings.dead_letter_queue == name:
@@ -61,6 +62,7 @@ class QueueRegistry:
             incarnation=secrets.token_hex(4),
             shards=[self._new_shard(i, now) for i in range(settings.min_shards)],
             next_shard_id=settings.min_shards,
+            **fields,
         )
         try:
             self.backend.control.put(self._item(queue), condition="attribute_not_exists(pk)")

@@ -1,0 +1,538 @@
+"""The open Durable Streams protocol (ElectricSQL's PROTOCOL.md) over the engine.
+
+A stream is a one-shard, ordered, bottomless queue (`os-` + 32 base32 characters of its path's
+SHA-256), so its history flows to S3 segments and reads from any offset work after the hot tier
+expired. What the protocol adds lives in two places:
+
+- the queue document's `open_stream` (content type, TTL, expiry): fixed at creation, written
+  atomically with it, so an idempotent `PUT` compares against what the winner created;
+- the shard head (closure, the last `Stream-Seq`, idempotent producers' epochs and sequences, the
+  sliding-TTL clock): changed in the same conditional write that allocates the append's sequences
+  (`publish.HeadGuard`, optimistic on `osv`), so a close, a producer's sequence and its data commit
+  together or not at all. A concurrent change makes the write fail; the append re-reads and decides
+  again, which also serialises each producer as the protocol requires.
+
+Offsets are the next sequence to read, 16 zero-padded digits: opaque, sortable as strings, never
+`-1` or `now`. A non-JSON body is stored as chunks of at most CHUNK_BYTES (the stream is bytes,
+chunk boundaries carry no meaning); a JSON body as one record per message (one array level
+flattened), each its compact JSON text.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sluice import errors
+from sluice.engine import keys
+from sluice.engine.backend import Backend
+from sluice.engine.durable import canonical, parse_json
+from sluice.engine.publish import HeadChanged, HeadGuard, Publisher
+from sluice.engine.queues import QueueRegistry
+from sluice.engine.streams import Position, StreamReader
+from sluice.models import OpenStreamMeta, OutgoingMessage, Queue
+
+QUEUE_PREFIX = "os-"
+MAX_PATH_CHARS = 1024
+DEFAULT_CONTENT_TYPE = "application/octet-stream"
+CHUNK_BYTES = 256 * 1024  # at most one segment-friendly record; larger ones would overflow to S3
+MAX_APPEND_BYTES = 4 * 1024 * 1024  # API Gateway carries 6 MB, binary bodies base64-encoded
+MAX_READ_BYTES = 2 * 1024 * 1024  # a response stays under 6 MB even base64-encoded for SSE/binary
+STREAM_SETTINGS: dict[str, Any] = {
+    "ordered": True,
+    "min_shards": 1,
+    "max_shards": 1,
+    "bottomless": True,
+    "max_message_bytes": 1_048_576,
+}
+MAX_SAFE_INTEGER = 2**53 - 1
+_OFFSET_RE = re.compile(r"^\d{16}$")
+_TTL_RE = re.compile(r"^(0|[1-9]\d*)$")
+_INT_RE = re.compile(r"^(0|[1-9]\d*)$")
+BEGINNING, NOW = "-1", "now"
+_GUARD = "osv"  # head attributes of this face
+_CLOSED, _CLOSER, _SEQ, _PRODUCERS, _TOUCHED = "osc", "oscb", "osq", "osp", "ost"
+_APPEND_ATTEMPTS = 50
+SETTLE_SECONDS = 2.0  # how long a read waits for positions allocated but not yet written
+# Cursors: 20-second intervals since 2024-10-09T00:00:00Z, as PROTOCOL.md section 10.1 describes.
+CURSOR_EPOCH_MS = 1_728_432_000_000
+CURSOR_INTERVAL_MS = 20_000
+
+
+def queue_name_for(path: str) -> str:
+    digest = hashlib.sha256(path.encode()).digest()[:20]
+    return QUEUE_PREFIX + base64.b32encode(digest).decode().lower()
+
+
+def encode_offset(seq: int) -> str:
+    return f"{seq:016d}"
+
+
+def media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def is_json(content_type: str) -> bool:
+    return media_type(content_type) == "application/json"
+
+
+def is_text(content_type: str) -> bool:
+    """SSE carries these as UTF-8 text; anything else is base64-encoded."""
+    return media_type(content_type).startswith("text/") or is_json(content_type)
+
+
+def next_cursor(now_ms: int, client_cursor: str | None) -> str:
+    """The current interval; strictly past the client's echo when it is not behind (jitter 1-3600 s)."""
+    interval = (now_ms - CURSOR_EPOCH_MS) // CURSOR_INTERVAL_MS
+    if client_cursor and _INT_RE.match(client_cursor) and int(client_cursor) >= interval:
+        interval = int(client_cursor) + random.randint(1, 3600 // (CURSOR_INTERVAL_MS // 1000))
+    return str(interval)
+
+
+# --- request values --------------------------------------------------------------------------------------
+
+
+def validate_path(path: str) -> None:
+    if not path:
+        raise errors.InvalidRequest("the stream path is empty")
+    if len(path) > MAX_PATH_CHARS:
+        raise errors.StreamNameTooLong(f"the stream path is longer than {MAX_PATH_CHARS} characters")
+
+
+def parse_ttl(raw: str | None) -> int | None:
+    if raw is None:
+        return None
+    if not _TTL_RE.match(raw.strip()):
+        raise errors.InvalidRequest("Stream-TTL must be a non-negative integer without sign or leading zeros")
+    return int(raw.strip())
+
+
+def parse_expires_at(raw: str | None) -> int | None:
+    """Milliseconds of an RFC 3339 timestamp (a timezone is required)."""
+    if raw is None:
+        return None
+    text = raw.strip()
+    if not re.match(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$", text):
+        raise errors.InvalidRequest("Stream-Expires-At must be an RFC 3339 timestamp with a timezone")
+    try:
+        moment = datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise errors.InvalidRequest("Stream-Expires-At is not a valid RFC 3339 timestamp") from exc
+    return int(moment.timestamp() * 1000)
+
+
+def parse_offset(raw: str | None) -> str | int:
+    """`-1` or absent → 0, `now` → NOW, else the sequence a 16-digit offset names."""
+    if raw is None or raw == BEGINNING:
+        return 0
+    if raw == NOW:
+        return NOW
+    if not _OFFSET_RE.match(raw):
+        raise errors.InvalidOffset(f"offset {raw!r} is not an offset this server returned, -1 or now")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class Producer:
+    id: str
+    epoch: int
+    seq: int
+
+    @property
+    def tuple_key(self) -> str:
+        return f"{self.id}\x00{self.epoch}\x00{self.seq}"
+
+
+def parse_producer(pid: str | None, epoch: str | None, seq: str | None) -> Producer | None:
+    given = [v is not None for v in (pid, epoch, seq)]
+    if not any(given):
+        return None
+    if not all(given):
+        raise errors.InvalidRequest("Producer-Id, Producer-Epoch and Producer-Seq go together")
+    assert pid is not None and epoch is not None and seq is not None
+    if not pid.strip():
+        raise errors.InvalidRequest("Producer-Id must not be empty")
+    values = []
+    for name, raw in (("Producer-Epoch", epoch), ("Producer-Seq", seq)):
+        if not _INT_RE.match(raw.strip()) or int(raw.strip()) > MAX_SAFE_INTEGER:
+            raise errors.InvalidRequest(f"{name} must be an integer from 0 to 2^53-1")
+        values.append(int(raw.strip()))
+    return Producer(pid, values[0], values[1])
+
+
+def json_messages(body: bytes, *, allow_empty: bool) -> list[str]:
+    """The compact JSON texts of a JSON-mode body, one array level flattened."""
+    try:
+        value = parse_json(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise errors.MalformedJson("the body is not valid JSON") from exc
+    items = value if isinstance(value, list) else [value]
+    if not items and not allow_empty:
+        raise errors.InvalidRequest("an empty JSON array appends nothing")
+    return [canonical(item) for item in items]
+
+
+# --- results ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StreamInfo:
+    queue: Queue
+    meta: OpenStreamMeta
+    tail: int
+    closed: bool
+
+    @property
+    def tail_offset(self) -> str:
+        return encode_offset(self.tail)
+
+
+@dataclass
+class Created:
+    info: StreamInfo
+    created: bool  # False: it existed with this configuration
+
+
+@dataclass
+class Appended:
+    """What an append came to: `outcome` is one of appended, duplicate, closed (an idempotent close
+    of a closed stream), closed_conflict, type_conflict, seq_conflict, stale_epoch, seq_gap,
+    epoch_seq (a new epoch not starting at 0)."""
+
+    outcome: str
+    tail: int
+    closed: bool
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ReadResult:
+    info: StreamInfo
+    start: int
+    next: int
+    bodies: list[bytes]
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.next >= self.info.tail
+
+    @property
+    def at_end(self) -> bool:
+        """Closed and everything read: the EOF signal."""
+        return self.info.closed and self.up_to_date
+
+    def body(self) -> bytes:
+        if is_json(self.info.meta.content_type):
+            return b"[" + b",".join(self.bodies) + b"]"
+        return b"".join(self.bodies)
+
+    def etag(self) -> str:
+        closed = ":c" if self.at_end else ""
+        return f'"{self.info.queue.incarnation}:{self.start}:{self.next}{closed}"'
+
+
+# --- the face --------------------------------------------------------------------------------------------
+
+
+class OpenStreams:
+    def __init__(
+        self, backend: Backend, registry: QueueRegistry, publisher: Publisher, reader: StreamReader
+    ) -> None:
+        self.backend = backend
+        self.registry = registry
+        self.publisher = publisher
+        self.reader = reader
+
+    # --- lookups --------------------------------------------------------------------------------------
+
+    def _head(self, queue: Queue) -> dict[str, Any]:
+        shard = queue.shards[0]
+        return self.backend.table_for(shard).get(keys.shard_pk(queue, shard.id), keys.HEAD_SK) or {}
+
+    def _expired(self, queue: Queue, meta: OpenStreamMeta, head: dict[str, Any]) -> bool:
+        now = self.backend.clock()
+        if meta.expires_at_ms is not None and now >= meta.expires_at_ms:
+            return True
+        if meta.ttl_seconds is not None:
+            touched = max(int(head.get(_TOUCHED, 0)), queue.created_ms)
+            return now >= touched + meta.ttl_seconds * 1000
+        return False
+
+    def _find(self, path: str) -> tuple[Queue, dict[str, Any]] | None:
+        """The live stream at `path` and its head; an expired one is deleted and reads as absent."""
+        validate_path(path)
+        try:
+            queue = self.registry.get(queue_name_for(path))
+        except errors.QueueNotFound:
+            return None
+        if queue.open_stream is None:
+            raise errors.Conflict("this path is taken by a queue that is not an open-protocol stream")
+        head = self._head(queue)
+        if self._expired(queue, queue.open_stream, head):
+            self._drop(queue)
+            return None
+        return queue, head
+
+    def _drop(self, queue: Queue) -> None:
+        with contextlib.suppress(errors.QueueNotFound):  # a concurrent delete got there first
+            self.registry.delete(queue.name)
+
+    @staticmethod
+    def _info(queue: Queue, head: dict[str, Any]) -> StreamInfo:
+        assert queue.open_stream is not None
+        return StreamInfo(queue, queue.open_stream, int(head.get("next", 0)), bool(head.get(_CLOSED)))
+
+    def info(self, path: str) -> StreamInfo:
+        found = self._find(path)
+        if found is None:
+            raise errors.NotFound("stream not found")
+        return self._info(*found)
+
+    def touch(self, info: StreamInfo) -> None:
+        """A read resets a sliding TTL (HEAD does not)."""
+        if info.meta.ttl_seconds is None:
+            return
+        shard = info.queue.shards[0]
+        self.backend.table_for(shard).update(
+            keys.shard_pk(info.queue, shard.id),
+            keys.HEAD_SK,
+            "SET #t = :now",
+            names={"#t": _TOUCHED},
+            values={":now": self.backend.clock()},
+        )
+
+    # --- create / delete ------------------------------------------------------------------------------
+
+    def create(
+        self,
+        path: str,
+        content_type: str | None,
+        ttl_seconds: int | None,
+        expires_at: str | None,
+        closed: bool,
+        body: bytes,
+    ) -> Created:
+        validate_path(path)
+        if ttl_seconds is not None and expires_at is not None:
+            raise errors.InvalidRequest("send Stream-TTL or Stream-Expires-At, not both")
+        expires_ms = parse_expires_at(expires_at)
+        meta = OpenStreamMeta(
+            path=path,
+            content_type=content_type or DEFAULT_CONTENT_TYPE,
+            ttl_seconds=ttl_seconds,
+            expires_at=expires_at.strip() if expires_at else None,
+            expires_at_ms=expires_ms,
+        )
+        messages = self._messages(meta.content_type, body, allow_empty=True)
+        for _ in range(3):
+            found = self._find(path)
+            if found is not None:
+                info = self._info(*found)
+                if not _same_config(info.meta, meta) or info.closed != closed:
+                    raise errors.Conflict("the stream exists with another configuration")
+                return Created(info, created=False)
+            try:
+                queue = self.registry.create(queue_name_for(path), STREAM_SETTINGS, open_stream=meta)
+            except errors.QueueAlreadyExists:
+                continue  # a concurrent PUT won: compare with what it created
+            if messages or closed:  # the append also starts the sliding TTL
+                done = self._append(queue, messages, closed=closed, producer=None, stream_seq=None)
+                return Created(StreamInfo(queue, meta, done.tail, done.closed), created=True)
+            info = StreamInfo(queue, meta, 0, False)
+            self.touch(info)  # the TTL runs from the answer, not from the start of the request
+            return Created(info, created=True)
+        raise errors.Conflict("the stream is being created and deleted concurrently; retry")
+
+    def delete(self, path: str) -> None:
+        found = self._find(path)
+        if found is None:
+            raise errors.NotFound("stream not found")
+        self._drop(found[0])
+
+    # --- append ---------------------------------------------------------------------------------------
+
+    def append(
+        self,
+        path: str,
+        content_type: str | None,
+        body: bytes,
+        *,
+        closed: bool,
+        producer: Producer | None,
+        stream_seq: str | None,
+    ) -> Appended:
+        if not body and not closed:
+            raise errors.InvalidRequest("an append needs a body (or Stream-Closed: true to close)")
+        if body and not content_type:
+            raise errors.InvalidRequest("an append with a body needs a Content-Type")
+        found = self._find(path)
+        if found is None:
+            raise errors.NotFound("stream not found")
+        queue, head = found
+        meta = queue.open_stream
+        assert meta is not None
+        if body and media_type(content_type) != media_type(meta.content_type):
+            if head.get(_CLOSED):  # closure is reported first (PROTOCOL.md 5.2, error precedence)
+                return Appended("closed_conflict", int(head.get("next", 0)), True)
+            return Appended("type_conflict", int(head.get("next", 0)), False)
+        messages = self._messages(meta.content_type, body, allow_empty=False) if body else []
+        return self._append(queue, messages, closed=closed, producer=producer, stream_seq=stream_seq)
+
+    def _messages(self, content_type: str, body: bytes, *, allow_empty: bool) -> list[OutgoingMessage]:
+        if len(body) > MAX_APPEND_BYTES:
+            raise errors.RequestTooLarge(f"a request carries at most {MAX_APPEND_BYTES} bytes")
+        if not body:
+            return []
+        if is_json(content_type):
+            texts = json_messages(body, allow_empty=allow_empty)
+            return [OutgoingMessage(body=t.encode(), content_type="json") for t in texts]
+        return [
+            OutgoingMessage(body=body[i : i + CHUNK_BYTES], content_type="bytes")
+            for i in range(0, len(body), CHUNK_BYTES)
+        ]
+
+    def _append(
+        self,
+        queue: Queue,
+        messages: list[OutgoingMessage],
+        *,
+        closed: bool,
+        producer: Producer | None,
+        stream_seq: str | None,
+    ) -> Appended:
+        for attempt in range(_APPEND_ATTEMPTS):
+            head = self._head(queue)
+            decided = _decide(head, bool(messages), closed, producer, stream_seq)
+            if isinstance(decided, Appended):
+                return decided
+            updates, headers = decided
+            updates[_TOUCHED] = self.backend.clock()
+            guard = HeadGuard(_GUARD, head.get(_GUARD), updates)
+            try:
+                result = self.publisher.append(queue, messages, guard=guard)
+            except HeadChanged:
+                time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+                continue
+            assert result.tail_seq is not None
+            return Appended("appended", result.tail_seq, bool(updates.get(_CLOSED)), headers)
+        raise errors.DependencyUnavailable("the stream is contended; retry shortly")
+
+    # --- reads ----------------------------------------------------------------------------------------
+
+    def read_from(self, info: StreamInfo, seq: int, *, max_bytes: int = MAX_READ_BYTES) -> ReadResult:
+        """Data from `seq` up to the tail `info` saw. Positions allocated but not written yet (an append
+        between its two writes) are waited for briefly, so a reader woken by a new tail gets its data."""
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while True:
+            result = self._read_once(info, seq, max_bytes)
+            if result.bodies or result.up_to_date or time.monotonic() >= deadline:
+                return result
+            time.sleep(0.02)
+
+    def _read_once(self, info: StreamInfo, seq: int, max_bytes: int) -> ReadResult:
+        if seq > info.tail:
+            raise errors.InvalidOffset("the offset is past the stream's tail")
+        bodies: list[bytes] = []
+        size, position = 0, seq
+        while position < info.tail and size < max_bytes:
+            shard = info.queue.shards[0].id
+            page = self.reader.read(
+                info.queue.name, Position(seqs={shard: position}), limit=100, queue=info.queue
+            )
+            if not page.records:
+                if page.positions[shard] <= position:  # nothing readable yet (an unwritten position)
+                    break
+                position = page.positions[shard]  # a sealed gap was passed: keep going
+                continue
+            for record in page.records:
+                if bodies and size + len(record.body) > max_bytes:
+                    return ReadResult(info, seq, position, bodies)
+                bodies.append(record.body)
+                size += len(record.body)
+                position = record.seq + 1
+            position = max(position, page.positions[shard])
+        return ReadResult(info, seq, position, bodies)
+
+    def wait(self, path: str, seq: int, timeout_ms: int) -> StreamInfo:
+        """The stream once its tail passed `seq`, it closed, or `timeout_ms` passed (whichever first)."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        delay = 0.02
+        info = self.info(path)
+        checked = time.monotonic()
+        while info.tail <= seq and not info.closed and time.monotonic() < deadline:
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 1.5, 0.2)
+            if time.monotonic() - checked > 1.0:  # deleted meanwhile: NotFound ends the wait
+                info, checked = self.info(path), time.monotonic()
+            else:
+                info = self._info(info.queue, self._head(info.queue))
+        return info
+
+
+def _same_config(a: OpenStreamMeta, b: OpenStreamMeta) -> bool:
+    return (
+        media_type(a.content_type) == media_type(b.content_type)
+        and a.ttl_seconds == b.ttl_seconds
+        and a.expires_at_ms == b.expires_at_ms
+    )
+
+
+def _decide(
+    head: dict[str, Any],
+    has_data: bool,
+    close: bool,
+    producer: Producer | None,
+    stream_seq: str | None,
+) -> Appended | tuple[dict[str, Any], dict[str, str]]:
+    """PROTOCOL.md 5.2 and 5.2.1 on the head as read: either the answer (nothing to write) or the head
+    updates to commit with the append and the producer headers of its success."""
+    tail = int(head.get("next", 0))
+    if head.get(_CLOSED):
+        if producer is not None and head.get(_CLOSER) == producer.tuple_key:
+            headers = {"Producer-Epoch": str(producer.epoch), "Producer-Seq": str(producer.seq)}
+            return Appended("duplicate", tail, True, headers)
+        if close and not has_data:
+            return Appended("closed", tail, True)
+        return Appended("closed_conflict", tail, True)
+    updates: dict[str, Any] = {_GUARD: int(head.get(_GUARD, 0)) + 1}
+    headers: dict[str, str] = {}
+    if producer is not None:
+        producers = dict(head.get(_PRODUCERS) or {})
+        state = producers.get(producer.id)
+        epoch, last = (int(state["e"]), int(state["s"])) if state else (None, None)
+        if epoch is not None and producer.epoch < epoch:
+            return Appended("stale_epoch", tail, False, {"Producer-Epoch": str(epoch)})
+        if epoch is None or producer.epoch > epoch:
+            if producer.seq != 0:
+                if epoch is None:
+                    gap = {"Producer-Expected-Seq": "0", "Producer-Received-Seq": str(producer.seq)}
+                    return Appended("seq_gap", tail, False, gap)
+                return Appended("epoch_seq", tail, False)
+        else:
+            assert last is not None
+            if producer.seq <= last:
+                headers = {"Producer-Epoch": str(epoch), "Producer-Seq": str(last)}
+                return Appended("duplicate", tail, False, headers)
+            if producer.seq != last + 1:
+                gap = {"Producer-Expected-Seq": str(last + 1), "Producer-Received-Seq": str(producer.seq)}
+                return Appended("seq_gap", tail, False, gap)
+        producers[producer.id] = {"e": producer.epoch, "s": producer.seq}
+        updates[_PRODUCERS] = producers
+        headers = {"Producer-Epoch": str(producer.epoch), "Producer-Seq": str(producer.seq)}
+    if stream_seq is not None:
+        last_seq = head.get(_SEQ)
+        if last_seq is not None and stream_seq.encode() <= str(last_seq).encode():
+            return Appended("seq_conflict", tail, False)
+        updates[_SEQ] = stream_seq
+    if close:
+        updates[_CLOSED] = True
+        if producer is not None:
+            updates[_CLOSER] = producer.tuple_key
+    return updates, headers
