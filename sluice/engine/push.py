@@ -137,12 +137,7 @@ class ConsumerStore:
             )
         try:
             self.table.put(
-                {
-                    "pk": keys.queue_pk(queue.name),
-                    "sk": CONSUMER_SK_PREFIX + consumer.id,
-                    "inc": queue.incarnation,
-                    "doc": consumer.model_dump_json(),
-                },
+                _consumer_item(queue, consumer),
                 condition="attribute_not_exists(pk) OR inc <> :inc",
                 values={":inc": queue.incarnation},
             )
@@ -170,12 +165,7 @@ class ConsumerStore:
         """Overwrite an existing consumer's config (same id); running workers pick it up on their next run."""
         try:
             self.table.put(
-                {
-                    "pk": keys.queue_pk(queue.name),
-                    "sk": CONSUMER_SK_PREFIX + consumer.id,
-                    "inc": queue.incarnation,
-                    "doc": consumer.model_dump_json(),
-                },
+                _consumer_item(queue, consumer),
                 condition="inc = :inc",
                 values={":inc": queue.incarnation},
             )
@@ -355,3 +345,13 @@ def _collect(
         if not result.messages:
             time.sleep(0.05)
     return batch
+
+
+def _consumer_item(queue: Queue, consumer: PushConsumer) -> dict[str, Any]:
+    """A push consumer's config item, with its queue's incarnation (a re-created queue starts empty)."""
+    return {
+        "pk": keys.queue_pk(queue.name),
+        "sk": CONSUMER_SK_PREFIX + consumer.id,
+        "inc": queue.incarnation,
+        "doc": consumer.model_dump_json(),
+    }
