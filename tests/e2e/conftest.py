@@ -39,6 +39,7 @@ def start_local_server() -> LocalServer:
         stderr=subprocess.DEVNULL,
         text=True,
         env=env,
+        start_new_session=True,  # its own process group: a kill on timeout takes its containers too
     )
     deadline = time.monotonic() + 90
     url = None
@@ -52,7 +53,7 @@ def start_local_server() -> LocalServer:
             url = found.group(1)
             break
     if url is None:
-        process.kill()
+        os.killpg(process.pid, signal.SIGKILL)
         pytest.fail("sluice local did not print its ready line")
     return LocalServer(url, process)
 
@@ -62,7 +63,7 @@ def stop_local_server(server: LocalServer) -> None:
     try:
         server.process.wait(timeout=20)
     except subprocess.TimeoutExpired:
-        server.process.kill()
+        os.killpg(server.process.pid, signal.SIGKILL)  # no orphaned containers left running
         raise
 
 
