@@ -265,8 +265,10 @@ class OpenStreams:
             return now >= touched + meta.ttl_seconds * 1000
         return False
 
-    def _find(self, path: str) -> tuple[Queue, dict[str, Any]] | None:
-        """The live stream at `path` and its head; an expired one is deleted and reads as absent."""
+    def _find(self, path: str, *, drop_expired: bool = True) -> tuple[Queue, dict[str, Any]] | None:
+        """The live stream at `path` and its head; an expired one reads as absent, and the write paths
+        (the broker: create, append, delete) delete it. Readers only look: the consumer's role may not
+        delete queues, as deployed."""
         validate_path(path)
         try:
             queue = self.registry.get(queue_name_for(path))
@@ -276,7 +278,8 @@ class OpenStreams:
             raise errors.Conflict("this path is taken by a queue that is not an open-protocol stream")
         head = self._head(queue)
         if self._expired(queue, queue.open_stream, head):
-            self._drop(queue)
+            if drop_expired:
+                self._drop(queue)
             return None
         return queue, head
 
@@ -290,7 +293,7 @@ class OpenStreams:
         return StreamInfo(queue, queue.open_stream, int(head.get("next", 0)), bool(head.get(_CLOSED)))
 
     def info(self, path: str) -> StreamInfo:
-        found = self._find(path)
+        found = self._find(path, drop_expired=False)
         if found is None:
             raise errors.NotFound("stream not found")
         return self._info(*found)
