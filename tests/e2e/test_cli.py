@@ -103,7 +103,7 @@ def test_operations_purge_pause_resume_metrics_redrive(run, queue, local_server)
         run("pull", queue, "--json")
     assert run("resume", queue, "--json")["paused"] is False
     dlq = f"{queue}-dlq"
-    local_server.client().create_queue(dlq)
+    local_server.client().update_queue(queue, dead_letter_queue=dlq)  # redrive takes its own DLQ only
     run("send", dlq, '"dead"', "--count", "5", "--json")
     moved = run("redrive", queue, "--from", dlq, "--json")
     assert (moved["moved"], moved["remaining_in_source"]) == (5, 0)
