@@ -54,6 +54,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    for title, lines in config.stash.get(REPORTS, {}).items():
+        terminalreporter.write_sep("-", title)
+        for line in lines:
+            terminalreporter.write_line(line)
     text = config.stash.get(_AUDIT_REPORT, None)
     if text:
         terminalreporter.write_sep("-", "IAM call audit")
@@ -61,6 +65,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 
 _AUDIT_REPORT = pytest.StashKey[str]()
+# Figures a test wants in CI's output even when it passes (title -> lines), printed at the end.
+REPORTS = pytest.StashKey[dict[str, list[str]]]()
+
+
+def report(config: pytest.Config, title: str, line: str) -> None:
+    config.stash.setdefault(REPORTS, {}).setdefault(title, []).append(line)
 
 
 @pytest.fixture(scope="session")

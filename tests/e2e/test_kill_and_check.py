@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from sluice.client import SluiceClient
+from tests.conftest import report
 from tests.e2e.conftest import start_local_server, stop_local_server, worker_pids
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -32,10 +33,10 @@ DRAIN_LIMIT_SECONDS = 120
 VISIBILITY_MS = 8_000
 
 
-def test_no_acknowledged_message_is_lost_or_duplicated_while_containers_are_killed_and_stopped():
+def test_no_acknowledged_message_is_lost_or_duplicated_while_containers_are_killed_and_stopped(pytestconfig):
     server = start_local_server()
     try:
-        _run(server)
+        _run(server, pytestconfig)
     finally:
         stop_local_server(server)
 
@@ -44,7 +45,7 @@ def _client(server: Any) -> SluiceClient:
     return SluiceClient(server.url, server.token, max_attempts=1, timeout_seconds=40)
 
 
-def _run(server: Any) -> None:
+def _run(server: Any, pytestconfig: pytest.Config) -> None:
     admin = SluiceClient(server.url, server.token)
     queue = f"kac-{uuid.uuid4().hex[:8]}"
     admin.create_queue(queue, min_shards=2, visibility_timeout_ms=VISIBILITY_MS)
@@ -225,7 +226,7 @@ def _run(server: Any) -> None:
         "client_errors": dict(errors_seen),
         "seconds": round(time.monotonic() - begin, 1),
     }
-    print("\nkill-and-check: " + json.dumps(figures, sort_keys=True))
+    report(pytestconfig, "kill-and-check", json.dumps(figures, sort_keys=True))
     assert kills >= 10 and stops >= 2, figures
     assert len(acked_sends) >= 100, figures
     assert all(not v for v in lost.values()), {g: v[:5] for g, v in lost.items()}
