@@ -29,12 +29,12 @@ class LocalServer:
         return SluiceClient(self.url, token)
 
 
-def start_local_server() -> LocalServer:
-    """`sluice local` on a free port, once it printed its ready line."""
+def start_local_server(*extra_args: str, token: str = E2E_TOKEN) -> LocalServer:
+    """`sluice local` on a free port (with `extra_args`), once it printed its ready line."""
     # A clean environment, but the IAM call audit (tests/conftest.py) records this server's calls too.
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_") or k == c.ENV_IAM_AUDIT_FILE}
     process = subprocess.Popen(
-        [sys.executable, "-m", "sluice.cli", "local", "--port", "0", "--admin-token", E2E_TOKEN],
+        [sys.executable, "-m", "sluice.cli", "local", "--port", "0", "--admin-token", token, *extra_args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -55,7 +55,7 @@ def start_local_server() -> LocalServer:
     if url is None:
         os.killpg(process.pid, signal.SIGKILL)
         pytest.fail("sluice local did not print its ready line")
-    return LocalServer(url, process)
+    return LocalServer(url, process, token)
 
 
 def stop_local_server(server: LocalServer) -> None:

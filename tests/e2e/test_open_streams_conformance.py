@@ -9,13 +9,9 @@ The test fails on any failing conformance test that is not listed in KNOWN_FAILU
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import report
+from tests.e2e.conftest import start_local_server, stop_local_server
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE_DIR = ROOT / "conformance"
@@ -71,35 +68,9 @@ def _time_bound(name: str) -> bool:
 @pytest.fixture(scope="module")
 def open_server() -> Iterator[str]:
     """`sluice local` with the no-token opt-in for every stream path (the suite cannot send a token)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-    command = [sys.executable, "-m", "sluice.cli", "local", "--port", "0", "--admin-token", "conformance"]
-    process = subprocess.Popen(
-        [*command, "--open-stream-prefix", "*"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    assert process.stdout is not None
-    url = None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        found = re.fullmatch(r"sluice local ready on (http://\S+)\n", line)
-        if found:
-            url = found.group(1)
-            break
-    if url is None:
-        process.kill()
-        pytest.fail("sluice local did not print its ready line")
-    yield url
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
+    server = start_local_server("--open-stream-prefix", "*", token="conformance")
+    yield server.url
+    stop_local_server(server)
 
 
 def _ensure_suite() -> None:
