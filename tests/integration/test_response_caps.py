@@ -75,6 +75,16 @@ def test_a_pull_of_90_messages_of_100_kb_fits_and_leaves_the_rest_available(
     print(f"\n{face}/{content_type}: (messages, response bytes) per pull {sizes}")
 
 
+def test_a_cloudflare_peek_of_90_messages_of_100_kb_fits(api, queue_name):
+    """A peek leases nothing, so a cut one loses nothing: it must still fit Lambda's 6 MB."""
+    _fill(api, queue_name, "json")
+    status, size, answer = _invoke("POST", f"{CF}/{queue_name}/messages/peek", {"batch_size": 100})
+    assert status == 200, answer
+    peeked = [_number(m, "cloudflare", "json") for m in answer["result"]["messages"]]
+    assert 0 < len(peeked) < COUNT and size < LAMBDA_SYNC_PAYLOAD_BYTES, (len(peeked), size)
+    assert peeked == list(range(len(peeked)))  # the oldest first, none skipped
+
+
 @pytest.mark.slow
 def test_stream_reads_fit_and_next_offset_continues_where_the_cut_was(api, queue_name):
     _fill(api, queue_name, "bytes")
