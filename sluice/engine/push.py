@@ -11,6 +11,7 @@ delivers the batch, one that raises fails it, and the batch is retried (then dea
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import re
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sluice import errors
 from sluice.adapters.dynamo import ConditionFailed
 from sluice.codec import body_to_native
+from sluice.constants import LAMBDA_SYNC_PAYLOAD_BYTES
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.consume import RetryRequest
@@ -34,6 +36,7 @@ from sluice.models import (
     DEFAULT_GROUP,
     MAX_DELAY_SECONDS,
     MAX_PULL_BATCH,
+    MAX_REQUEST_BYTES,
     Delivery,
     Queue,
 )
@@ -46,6 +49,11 @@ SLOT_SK_PREFIX = "CSLOT#"
 MAX_CONSUMERS_PER_QUEUE = 10
 SLOT_TTL_MS = 60_000  # a worker renews its slot at half this; a crashed worker's slot frees after it
 STOP_MARGIN_MS = 5_000  # stop taking batches this long before the invocation's deadline
+# A pushed batch travels as one Lambda invocation payload (6 MB synchronous) or one webhook request: it
+# is cut at the pulls' 5 MB budget. The engine always admits a pull's first message, so another pull is
+# made only while a largest message (1 MiB body, base64 and escaping) still fits.
+PUSH_PAYLOAD_BYTES = LAMBDA_SYNC_PAYLOAD_BYTES - 1_000_000
+LARGEST_PUSHED_MESSAGE_BYTES = 2 * MAX_REQUEST_BYTES
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _ARN_RE = re.compile(
     r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9_$-]+)?$"
@@ -330,12 +338,18 @@ def _collect(
 ) -> list[Delivery]:
     """Up to max_batch_size messages; a partial batch waits up to max_batch_timeout_ms to fill."""
     batch: list[Delivery] = []
+    used = 0
     deadline = time.monotonic() + consumer.max_batch_timeout_ms / 1000
-    while len(batch) < consumer.max_batch_size:
+    while len(batch) < consumer.max_batch_size and used <= PUSH_PAYLOAD_BYTES - LARGEST_PUSHED_MESSAGE_BYTES:
         result = engine.consumer.pull(
-            queue_name, group=consumer.consumer_group, batch_size=consumer.max_batch_size - len(batch)
+            queue_name,
+            group=consumer.consumer_group,
+            batch_size=consumer.max_batch_size - len(batch),
+            size_of=_pushed_size,
+            max_bytes=PUSH_PAYLOAD_BYTES - used,
         )
         batch += result.messages
+        used += sum(_pushed_size(d) for d in result.messages)
         if not result.messages and not batch:
             return batch  # nothing there: the worker stops, the coordinator starts one when needed
         if len(batch) >= consumer.max_batch_size or time.monotonic() >= deadline:
@@ -345,6 +359,10 @@ def _collect(
         if not result.messages:
             time.sleep(0.05)
     return batch
+
+
+def _pushed_size(d: Delivery) -> int:
+    return len(json.dumps(push_message(d), separators=(",", ":"))) + 1
 
 
 def _consumer_item(queue: Queue, consumer: PushConsumer) -> dict[str, Any]:

@@ -164,3 +164,20 @@ def test_a_cut_multi_shard_read_resumes_at_the_first_record_left_out(clocked, qu
         seen += [r.body[:4] for r in page.records]
         position = parse_position(page.next_offset)
     assert sorted(seen) == [b"%04d" % n for n in range(30)]  # nothing skipped, nothing twice
+
+
+def test_a_pushed_batch_fits_one_lambda_payload_and_leaves_the_rest_unleased(engine, queue_name):
+    """Push delivery sends a batch as one invocation payload: cut at the budget, nothing leased beyond."""
+    from sluice.engine import push
+    from sluice.models import OutgoingMessage
+
+    engine.queues.create(queue_name, {"max_message_bytes": 1_048_576})
+    for start in range(0, 60, 4):
+        bodies = [f"{n:05d}".encode() + b"x" * (200_000 - 5) for n in range(start, start + 4)]
+        engine.publisher.publish(queue_name, [OutgoingMessage(body=b, content_type="bytes") for b in bodies])
+    consumer = push.PushConsumer(id="hook", type="webhook", url="https://example.com", max_batch_size=100)
+    batch = push._collect(engine, queue_name, consumer, lambda: 60_000)
+    size = len(json.dumps([push.push_message(d) for d in batch]))
+    assert 0 < len(batch) < 60 and size <= push.PUSH_PAYLOAD_BYTES, (len(batch), size)
+    rest = engine.consumer.pull(queue_name, group="default", batch_size=100, visibility_ms=600_000)
+    assert len(batch) + len(rest.messages) == 60  # the rest was not leased
