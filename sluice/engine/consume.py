@@ -11,7 +11,8 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any
 
 from sluice import errors, faults
@@ -23,6 +24,7 @@ from sluice.engine.budget import ByteBudget
 from sluice.engine.groupstate import GroupState, Pending
 from sluice.engine.publish import Publisher, message_id, request_batches
 from sluice.engine.queues import QueueDirectory
+from sluice.engine.shardstate import ShardRead, ShardStateReader, apply_floor, state_from
 from sluice.engine.streams import expired
 from sluice.leases import Lease, LeaseSigner
 from sluice.models import AckResult, Delivery, OutgoingMessage, PullResult, Queue, Shard
@@ -35,6 +37,14 @@ _QUERIES_PER_PULL = 6  # Query pages per shard and pull (1, then sized from the 
 _DEAD_LETTERS_PER_PULL = 50  # bounds the BatchGetItem of one pull (≤ 100 keys with the redeliveries)
 LONG_POLL_MAX_INTERVAL = 0.25  # seconds between the polls of a long-poll pull: ≤ 250 ms late, 1 read each
 _MAX_COMMIT_ATTEMPTS = 30
+
+
+class Op(Enum):
+    """What an ack-path request does to a pending message."""
+
+    ACK = "ack"
+    RETRY = "retry"  # back to the queue after a delay (or to the DLQ when out of deliveries)
+    EXTEND = "extend"  # push the lease deadline out
 
 
 @dataclass
@@ -54,9 +64,36 @@ class _ShardView:
     dirty: bool = False  # the state changed and must be committed
     floor: int = 0  # the shard's purge floor (HEAD `floor`)
 
+    @classmethod
+    def of(cls, read: ShardRead, group: str) -> _ShardView:
+        head = read.head
+        state = read.states[group]
+        return cls(
+            read.shard, read.table, read.pk, state, head.next, head.ts, group in read.floored, head.floor
+        )
+
     @property
     def work(self) -> int:
         return self.head_next - self.state.read + len(self.state.pending)
+
+
+@dataclass
+class _Take:
+    """One attempt at leasing from one shard: what to take, and the deliveries taken so far."""
+
+    queue: Queue
+    view: _ShardView
+    group: str
+    want: int
+    vis: int  # lease length (ms)
+    now: int
+    budget: ByteBudget | None
+    out: list[Delivery] = field(default_factory=list)
+
+    def fields(
+        self,
+    ) -> tuple[Queue, _ShardView, str, int, int, int, list[Delivery], ByteBudget | None]:
+        return self.queue, self.view, self.group, self.want, self.vis, self.now, self.out, self.budget
 
 
 class Consumer:
@@ -67,6 +104,7 @@ class Consumer:
         self.directory = directory
         self.publisher = publisher
         self.signer = signer
+        self.shard_states = ShardStateReader(backend)
 
     # --- pull ---------------------------------------------------------------------------------------------
 
@@ -125,24 +163,7 @@ class Consumer:
         return PullResult(messages=deliveries, message_backlog_count=backlog)  # unacked, in flight included
 
     def _read_views(self, queue: Queue, shards: Sequence[Shard], group: str) -> list[_ShardView]:
-        requests: dict[Table, list[tuple[str, str]]] = {}
-        for shard in shards:
-            pk = keys.shard_pk(queue, shard.id)
-            requests.setdefault(self.backend.table_for(shard), []).extend(
-                [(pk, keys.HEAD_SK), (pk, keys.group_state_sk(group))]
-            )
-        items = batch_get_across(requests)
-        views = []
-        for shard in shards:
-            table = self.backend.table_for(shard)
-            pk = keys.shard_pk(queue, shard.id)
-            head = items.get((table.name, pk, keys.HEAD_SK), {})
-            state = _state_from(items.get((table.name, pk, keys.group_state_sk(group))))
-            view = _ShardView(shard, table, pk, state, head.get("next", 0), head.get("ts", 0))
-            view.floor = head.get(PURGE_FLOOR, 0)
-            view.dirty = apply_floor(state, view.floor)
-            views.append(view)
-        return views
+        return [_ShardView.of(read, group) for read in self.shard_states.read(queue, shards, [group])]
 
     def _pull_shard(
         self, queue: Queue, view: _ShardView, group: str, want: int, vis: int, budget: ByteBudget | None
@@ -157,10 +178,11 @@ class Consumer:
             now = self.backend.clock()
             state = view.state
             old_version = state.version
-            deliveries: list[Delivery] = []
-            self._take_due(queue, view, group, want, vis, now, deliveries, budget)
+            take = _Take(queue, view, group, want, vis, now, budget)
+            deliveries = take.out
+            self._take_due(take)
             if len(deliveries) < want and len(state.pending) < MAX_PENDING and not (budget and budget.full):
-                self._take_fresh(queue, view, group, want, vis, now, deliveries, fetched, budget)
+                self._take_fresh(take, fetched)
             if not view.dirty:
                 return []
             try:
@@ -173,17 +195,9 @@ class Consumer:
             return deliveries
         raise errors.Throttled("too many consumers are pulling this shard at once; retry shortly")
 
-    def _take_due(
-        self,
-        queue: Queue,
-        view: _ShardView,
-        group: str,
-        want: int,
-        vis: int,
-        now: int,
-        out: list[Delivery],
-        budget: ByteBudget | None,
-    ) -> None:
+    def _take_due(self, take: _Take) -> None:
+        """Redeliver pending messages whose lease or delay ran out; dead-letter those out of deliveries."""
+        queue, view, group, want, vis, now, out, budget = take.fields()
         state = view.state
         due = state.due(now)
         if not due:
@@ -212,20 +226,10 @@ class Consumer:
             out.append(delivery)
         view.dirty = True
 
-    def _take_fresh(
-        self,
-        queue: Queue,
-        view: _ShardView,
-        group: str,
-        want: int,
-        vis: int,
-        now: int,
-        out: list[Delivery],
-        fetched: list[dict[str, Any]],
-        budget: ByteBudget | None,
-    ) -> None:
+    def _take_fresh(self, take: _Take, fetched: list[dict[str, Any]]) -> None:
         """Scan batch items from the read level. Messages published before the group's start are
         skipped; a scan that only skipped goes on (a few queries per pull) instead of answering empty."""
+        queue, view, group, want, vis, now, out, budget = take.fields()
         state = view.state
         start_ms = queue.groups.get(group, 0)
         if start_ms and state.version == 0 and not state.pending:
@@ -245,7 +249,7 @@ class Consumer:
             # but only if they start where the state does: the winner may have read items written after
             # ours were fetched, and a read level inside an item we never saw must not look like a gap
             # (sealing there would tombstone sequences of a real item).
-            items = [it for it in fetched if keys.seq_of(it["sk"]) + it["n"] > state.read]
+            items = [it for it in fetched if keys.seq_of(it["sk"]) + it[keys.ITEM_COUNT] > state.read]
             at_boundary = state.read == state.read_item
             queried = not items or not (at_boundary or keys.seq_of(items[0]["sk"]) <= state.read_item)
             if queried:
@@ -256,26 +260,30 @@ class Consumer:
                 )
                 fetched[:] = items
             seen_items += len(items)
-            seen_messages += sum(i["n"] for i in items)
+            seen_messages += sum(i[keys.ITEM_COUNT] for i in items)
             for item in items:
-                first, count = keys.seq_of(item["sk"]), item["n"]
+                first, count = keys.seq_of(item["sk"]), item[keys.ITEM_COUNT]
                 if first + count <= state.read:
                     continue
                 if first > state.read:  # allocated but never written: wait, then seal
-                    if now - item["ts"] < GAP_WAIT_MS or not self._seal_gap(view, state.read, first):
+                    if now - item[keys.ITEM_TS] < GAP_WAIT_MS or not self._seal_gap(view, state.read, first):
                         return
                     state.read = state.read_item = first
                     view.dirty = True
-                if item.get("gap") or expired(item, now):  # a sealed gap, or past retention (TTL): gone
+                if item.get(keys.ITEM_GAP) or expired(
+                    item, now
+                ):  # a sealed gap, or past retention (TTL): gone
                     state.read = state.read_item = first + count
                     view.dirty = True
                     continue
                 state.read_item = first
-                if item["ts"] < start_ms:  # the whole item predates the group's start (timestamps >= start)
+                if (
+                    item[keys.ITEM_TS] < start_ms
+                ):  # the whole item predates the group's start (timestamps >= start)
                     state.read = state.read_item = first + count
                     view.dirty = True
                     continue
-                stored = list(decode_batch(item["d"]))
+                stored = list(decode_batch(item[keys.ITEM_DATA]))
                 for seq in range(state.read, first + count):
                     if len(out) >= want or len(state.pending) >= MAX_PENDING:
                         return
@@ -284,7 +292,7 @@ class Consumer:
                     if visible:
                         entry = Pending(item=first, due_ms=now + vis, attempts=1, leased=True)
                         delivery = self._delivery(
-                            queue, view, group, seq, entry, {first: (item["ts"], stored)}
+                            queue, view, group, seq, entry, {first: (item[keys.ITEM_TS], stored)}
                         )
                         if budget is not None and not budget.admit(delivery):
                             return  # the response is full: this message stays unread for the next pull
@@ -326,14 +334,14 @@ class Consumer:
                     for i in view.table.query(
                         view.pk, sk_from=keys.msg_sk(mid), sk_to=keys.MSG_SK_END, limit=2
                     )
-                    if not i.get("gap")
+                    if not i.get(keys.ITEM_GAP)
                 ),
                 None,
             )
-            if probe is None or probe["ts"] >= start_ms:
+            if probe is None or probe[keys.ITEM_TS] >= start_ms:
                 hi = mid
             else:  # everything up to the end of this item predates the start
-                lo = keys.seq_of(probe["sk"]) + probe["n"]
+                lo = keys.seq_of(probe["sk"]) + probe[keys.ITEM_COUNT]
                 if lo > state.read:
                     state.read = state.read_item = lo
                     view.dirty = True
@@ -352,55 +360,48 @@ class Consumer:
         *,
         max_retries: int | None = None,  # a push consumer's own limit instead of the queue's
     ) -> AckResult:
-        queue = self.directory.get(queue_name)
-        warnings: list[str] = []
-        ops: dict[tuple[str, int], list[tuple[str, Lease, int | None]]] = {}
-        requested = [("ack", a, None) for a in acks] + [
-            ("retry", r.lease_id, r.delay_seconds) for r in retries
+        """Ack messages and hand others back for redelivery (after their delay), by lease id."""
+        requested = [(Op.ACK, a, None) for a in acks] + [
+            (Op.RETRY, r.lease_id, r.delay_seconds) for r in retries
         ]
-        for kind, lease_id, delay in requested:
-            lease = self.signer.verify(queue.lease_key, lease_id)
-            if lease is None:
-                warnings.append(
-                    f"lease_id {lease_id!r} is not a valid lease on queue {queue.name!r}; ignored"
-                )
-                continue
-            ops.setdefault((lease.group, lease.shard), []).append((kind, lease, delay))
-        queue = self._confirm_groups(queue, {group for group, _ in ops})
-        acked = retried = 0
-        for (group, shard_id), shard_ops in ops.items():
-            a, r, w = self._apply(queue, group, shard_id, shard_ops, max_retries)
-            acked, retried = acked + a, retried + r
-            warnings += w
+        acked, retried, warnings = self._settle(queue_name, requested, max_retries)
         return AckResult(ack_count=acked, retry_count=retried, warnings=warnings)
 
     def extend(self, queue_name: str, lease_ids: Iterable[str], visibility_ms: int) -> AckResult:
         """Push lease deadlines `visibility_ms` from now (SQS ChangeMessageVisibility)."""
+        requested = [(Op.EXTEND, lease_id, visibility_ms) for lease_id in lease_ids]
+        extended, _, warnings = self._settle(queue_name, requested, None)
+        return AckResult(ack_count=extended, retry_count=0, warnings=warnings)
+
+    def _settle(
+        self, queue_name: str, requested: list[tuple[Op, str, int | None]], max_retries: int | None
+    ) -> tuple[int, int, list[str]]:
+        """Verify every lease id, then apply the operations shard by shard: (done, retried, warnings)."""
         queue = self.directory.get(queue_name)
         warnings: list[str] = []
-        ops: dict[tuple[str, int], list[tuple[str, Lease, int | None]]] = {}
-        for lease_id in lease_ids:
+        ops: dict[tuple[str, int], list[tuple[Op, Lease, int | None]]] = {}
+        for op, lease_id, value in requested:
             lease = self.signer.verify(queue.lease_key, lease_id)
             if lease is None:
                 warnings.append(
                     f"lease_id {lease_id!r} is not a valid lease on queue {queue.name!r}; ignored"
                 )
                 continue
-            ops.setdefault((lease.group, lease.shard), []).append(("extend", lease, visibility_ms))
+            ops.setdefault((lease.group, lease.shard), []).append((op, lease, value))
         queue = self._confirm_groups(queue, {group for group, _ in ops})
-        extended = 0
+        done = retried = 0
         for (group, shard_id), shard_ops in ops.items():
-            count, _, w = self._apply(queue, group, shard_id, shard_ops)
-            extended += count
+            d, r, w = self._apply(queue, group, shard_id, shard_ops, max_retries)
+            done, retried = done + d, retried + r
             warnings += w
-        return AckResult(ack_count=extended, retry_count=0, warnings=warnings)
+        return done, retried, warnings
 
     def _apply(
         self,
         queue: Queue,
         group: str,
         shard_id: int,
-        ops: list[tuple[str, Lease, int | None]],
+        ops: list[tuple[Op, Lease, int | None]],
         max_retries: int | None = None,
     ) -> tuple[int, int, list[str]]:
         shard = queue.shard(shard_id)
@@ -420,14 +421,14 @@ class Consumer:
             done = retried = 0
             warnings: list[str] = []
             exhausted: list[int] = []
-            for kind, lease, value in ops:
+            for op, lease, value in ops:
                 entry = state.pending.get(lease.seq)
                 if entry is None:
                     warnings.append(
                         f"message {message_id(queue, shard_id, lease.seq)} is already acked or gone; ignored"
                     )
                     continue
-                if kind == "ack":
+                if op is Op.ACK:
                     del state.pending[lease.seq]
                     done += 1
                 elif not _is_current(entry, lease):
@@ -437,7 +438,7 @@ class Consumer:
                         f"lease for message {message_id(queue, shard_id, lease.seq)} has expired; "
                         "the message was or will be delivered again"
                     )
-                elif kind == "extend":
+                elif op is Op.EXTEND:
                     entry.due_ms = now + (value or 0)
                     done += 1
                 else:
@@ -473,13 +474,13 @@ class Consumer:
         item = {
             "pk": view.pk,
             "sk": keys.group_state_sk(group),
-            "ver": old_version + 1,
-            "s": state.encode(),
+            keys.STATE_VERSION: old_version + 1,
+            keys.STATE_BLOB: state.encode(),
         }
         if old_version == 0:
             view.table.put(item, condition="attribute_not_exists(pk)")
         else:
-            view.table.put(item, condition="ver = :v", values={":v": old_version})
+            view.table.put(item, condition=f"{keys.STATE_VERSION} = :v", values={":v": old_version})
         state.version = old_version + 1
 
     def _load(self, view: _ShardView, item_starts: set[int]) -> dict[int, tuple[int, list[StoredMessage]]]:
@@ -493,9 +494,9 @@ class Consumer:
                 {view.table: [(view.pk, keys.msg_sk(s)) for s in starts[lo : lo + 100]]}, consistent=False
             )
         return {
-            keys.seq_of(item["sk"]): (item["ts"], list(decode_batch(item["d"])))
+            keys.seq_of(item["sk"]): (item[keys.ITEM_TS], list(decode_batch(item[keys.ITEM_DATA])))
             for item in found.values()
-            if not item.get("gap")
+            if not item.get(keys.ITEM_GAP)
         }
 
     def _message(
@@ -578,7 +579,7 @@ class Consumer:
 
 def _lost_race(view: _ShardView, exc: ConditionFailed) -> _ShardView:
     """The view with the winner's state, which the failed condition handed back: no re-read needed."""
-    state = _state_from(exc.item)
+    state = state_from(exc.item)
     return replace(view, state=state, dirty=apply_floor(state, view.floor))
 
 
@@ -589,25 +590,3 @@ def _is_current(entry: Pending, lease: Lease) -> bool:
 
 def _backoff(attempt: int) -> None:
     time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))
-
-
-PURGE_FLOOR = "floor"  # HEAD attribute set by purge: every sequence below it is gone for every group
-
-
-def apply_floor(state: GroupState, floor: int) -> bool:
-    """Drop what a purge removed: move the read level up to the floor, forget pending entries below it.
-    True when the state changed (and must be committed)."""
-    changed = False
-    if state.read < floor:
-        state.read = state.read_item = floor
-        changed = True
-    gone = [seq for seq in state.pending if seq < floor]
-    for seq in gone:
-        del state.pending[seq]
-    return changed or bool(gone)
-
-
-def _state_from(item: dict[str, Any] | None) -> GroupState:
-    if item is None:
-        return GroupState()
-    return GroupState.decode(item["s"], item["ver"])

@@ -17,7 +17,6 @@ from sluice import errors
 from sluice.adapters.dynamo import Table, batch_get_across
 from sluice.engine import keys
 from sluice.engine.backend import Backend
-from sluice.engine.consume import PURGE_FLOOR
 from sluice.engine.groupstate import GroupState
 from sluice.engine.queues import QueueRegistry
 from sluice.models import DEFAULT_GROUP, MAX_TIMESTAMP_MS, Queue
@@ -115,8 +114,8 @@ class ConsumerGroups:
             for shard in chunk:
                 table = self.backend.table_for(shard)
                 pk = keys.shard_pk(queue, shard.id)
-                head = heads.get((table.name, pk, keys.HEAD_SK), {})
-                start = max(head.get("next", 0), head.get(PURGE_FLOOR, 0))
+                head = keys.Head.of(heads.get((table.name, pk, keys.HEAD_SK)))
+                start = max(head.next, head.floor)
                 state = GroupState(read=start, read_item=start)
                 table.put({"pk": pk, "sk": keys.group_state_sk(name), "ver": 1, "s": state.encode()})
 

@@ -1,6 +1,13 @@
-"""Item keys, in one place. See docs/design.md for the table layout."""
+"""The storage schema, in one place: every item key and every attribute name the engine reads or writes,
+with typed views of the items read most (a shard's HEAD, a batch item). See docs/design.md for the
+table layout. Segment object keys and the segment index key (`SEG#…`) belong to the segment format
+shared with the Glue jobs: `sluice.segments.segment_key` / `index_pk`.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from sluice.models import Queue
 from sluice.offsets import seq_key
@@ -12,12 +19,92 @@ TOKENS_PK = "TOKENS"  # listing: one item per token id
 TOKEN_SK = "TOKEN"
 QUEUE_ID_SK = "QID"  # under queue_id_pk(id): the name of the queue with that id
 PURGE_SK = "PURGE"  # under queue_pk(name): when the last purge ran
+CONSUMER_SK_PREFIX = "CONSUMER#"  # under queue_pk(name): a push consumer's config
+SLOT_SK_PREFIX = "CSLOT#"  # under queue_pk(name): a push worker's slot (`CSLOT#<consumer>#<slot>`)
+COORDINATOR_PK = "COORDINATOR"  # the coordinator's ownership item and its per-queue saved state
+COORDINATOR_STATE_SK_PREFIX = "STATE#"
+IDEMPOTENCY_PK_PREFIX = "IDEM"  # Powertools' key prefix; the record's sk is IDEMPOTENCY_SK
+IDEMPOTENCY_SK = "IDEM"
 
 # Shard tables
 HEAD_SK = "HEAD"
 MSG_SK_PREFIX = "M#"
 GROUP_STATE_SK_PREFIX = "G#"
 MSG_SK_END = "M#~"  # sorts after every M#<digits>
+
+# Attributes every item may carry
+TTL = "exp"  # the tables' TTL attribute (epoch seconds)
+
+# HEAD item attributes
+HEAD_NEXT = "next"  # the next sequence to allocate
+HEAD_TS = "ts"  # timestamp (ms) of the latest allocation
+HEAD_FLOOR = "floor"  # set by purge: every sequence below it is gone for every group
+HEAD_SEALED = "sealed"  # the shard takes no more writes; `next` is final
+HEAD_SEALED_MS = "sealed_ms"
+HEAD_FLUSHED = "flushed"  # bottomless queues: every sequence below it is in an S3 segment
+
+# Batch item (`M#<first seq>`) attributes
+ITEM_COUNT = "n"  # messages in the item
+ITEM_TS = "ts"  # timestamp (ms) shared by its messages
+ITEM_DATA = "d"  # the encoded batch (sluice.codec)
+ITEM_GAP = "gap"  # a tombstone for sequences allocated and never written (sluice.engine.gaps)
+
+# Group state item (`G#<group>`) attributes
+STATE_BLOB = "s"  # GroupState.encode()
+STATE_VERSION = "ver"  # for conditional commits
+
+# Ownership items (the coordinator's, push slots'): see sluice.engine.ownership
+OWNER_HOLDER = "holder"
+OWNER_EXPIRES_MS = "exp_ms"
+OWNER_TOKEN = "tok"
+OWNER_RELEASED = "rel"
+
+
+@dataclass(frozen=True)
+class Head:
+    """A shard's HEAD item, typed (an absent HEAD reads as a fresh shard)."""
+
+    next: int = 0
+    ts: int = 0
+    floor: int = 0
+    sealed: bool = False
+    flushed: int = 0
+
+    @classmethod
+    def of(cls, item: dict[str, Any] | None) -> Head:
+        item = item or {}
+        return cls(
+            next=int(item.get(HEAD_NEXT, 0)),
+            ts=int(item.get(HEAD_TS, 0)),
+            floor=int(item.get(HEAD_FLOOR, 0)),
+            sealed=bool(item.get(HEAD_SEALED)),
+            flushed=int(item.get(HEAD_FLUSHED, 0)),
+        )
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """A batch item, typed: sequences [first, first + count) written at `ts`."""
+
+    first: int
+    count: int
+    ts: int
+    gap: bool
+    data: bytes | None
+
+    @classmethod
+    def of(cls, item: dict[str, Any]) -> BatchItem:
+        return cls(
+            first=seq_of(item["sk"]),
+            count=int(item[ITEM_COUNT]),
+            ts=int(item[ITEM_TS]),
+            gap=bool(item.get(ITEM_GAP)),
+            data=item.get(ITEM_DATA),
+        )
+
+    @property
+    def end(self) -> int:
+        return self.first + self.count
 
 
 def queue_pk(name: str) -> str:
@@ -30,6 +117,26 @@ def queue_id_pk(queue_id: str) -> str:
 
 def token_pk(digest: str) -> str:
     return f"TOKEN#{digest}"
+
+
+def consumer_sk(consumer_id: str) -> str:
+    return f"{CONSUMER_SK_PREFIX}{consumer_id}"
+
+
+def slot_prefix(consumer_id: str) -> str:
+    return f"{SLOT_SK_PREFIX}{consumer_id}#"
+
+
+def slot_sk(consumer_id: str, slot: int) -> str:
+    return f"{slot_prefix(consumer_id)}{slot:04d}"
+
+
+def slot_of(sk: str) -> int:
+    return int(sk.rsplit("#", 1)[1])
+
+
+def coordinator_state_sk(queue_name: str) -> str:
+    return f"{COORDINATOR_STATE_SK_PREFIX}{queue_name}"
 
 
 def shard_pk(queue: Queue, shard_id: int) -> str:

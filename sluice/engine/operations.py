@@ -1,7 +1,7 @@
 """Queue operations: purge, redrive from a dead letter queue, and metrics.
 
 Purge writes a floor on each shard's HEAD item (`floor = next`, one UpdateItem per shard). Every
-reader applies it when it reads the HEAD with the group state (consume.apply_floor): the read level
+reader applies it when it reads the HEAD with the group state (`sluice.engine.shardstate`): the read level
 jumps to the floor and pending entries below it — leased, delayed or waiting for a retry — are
 forgotten. So purge is O(shards), covers every group, including groups created later with
 `earliest`, and the purged items simply expire by TTL.
@@ -16,10 +16,11 @@ from sluice import errors, faults
 from sluice.codec import decode_batch
 from sluice.engine import keys
 from sluice.engine.backend import Backend
-from sluice.engine.consume import PURGE_FLOOR, Consumer, apply_floor
+from sluice.engine.consume import Consumer
 from sluice.engine.groupstate import GroupState
 from sluice.engine.publish import Publisher, request_batches
 from sluice.engine.queues import QueueRegistry
+from sluice.engine.shardstate import ShardStateReader, backlog
 from sluice.models import DEFAULT_GROUP, MAX_BATCH_MESSAGES, OutgoingMessage, Queue, Shard
 
 SOURCE_ATTRIBUTE = "sluice-source-queue"  # set on dead-lettered messages, dropped again on redrive
@@ -35,6 +36,7 @@ class Operations:
         self.registry = registry
         self.publisher = publisher
         self.consumer = consumer
+        self.shard_states = ShardStateReader(backend)
 
     # --- purge --------------------------------------------------------------------------------------------
 
@@ -47,7 +49,7 @@ class Operations:
                 keys.shard_pk(queue, shard.id),
                 keys.HEAD_SK,
                 "SET #f = if_not_exists(#n, :zero)",
-                names={"#f": PURGE_FLOOR, "#n": "next"},
+                names={"#f": keys.HEAD_FLOOR, "#n": keys.HEAD_NEXT},
                 values={":zero": 0},
                 returns="UPDATED_NEW",
             )
@@ -121,22 +123,20 @@ class Operations:
         per_group: dict[str, dict[str, Any]] = {g: _empty() for g in names}
         shards_out = []
         for shard in queue.readable_shards:
-            head, states = self.shard_items(queue, shard)
-            floor, head_next = head.get(PURGE_FLOOR, 0), head.get("next", 0)
+            read = self.shard_states.read_shard(queue, shard, names)  # a group never here: from the floor
+            head = read.head
             shard_groups = {}
             for group in names:
-                state = states.get(group) or GroupState()  # never pulled here: from the start (or floor)
-                apply_floor(state, floor)
-                figures = self._figures(queue, shard, state, head_next, now)
+                figures = self._figures(queue, shard, read.states[group], head.next, now)
                 shard_groups[group] = figures
                 _merge(per_group[group], figures)
             shards_out.append(
                 {
                     "shard": shard.id,
                     "state": shard.state,
-                    "next_seq": head_next,
-                    "purge_floor": floor,
-                    "last_write_ms": head.get("ts", 0),
+                    "next_seq": head.next,
+                    "purge_floor": head.floor,
+                    "last_write_ms": head.ts,
                     "consumer_groups": shard_groups,
                 }
             )
@@ -153,30 +153,10 @@ class Operations:
             "shards": shards_out,
         }
 
-    def shard_items(self, queue: Queue, shard: Shard) -> tuple[dict[str, Any], dict[str, GroupState]]:
-        """HEAD and every group's state of one shard: `G#…` sorts just before `HEAD`, so one Query."""
-        table = self.backend.table_for(shard)
-        items = table.query(
-            keys.shard_pk(queue, shard.id),
-            sk_from=keys.GROUP_STATE_SK_PREFIX,
-            sk_to=keys.HEAD_SK,
-            consistent=True,
-        )
-        head: dict[str, Any] = {}
-        states: dict[str, GroupState] = {}
-        for item in items:
-            if item["sk"] == keys.HEAD_SK:
-                head = item
-            elif item["sk"].startswith(keys.GROUP_STATE_SK_PREFIX):
-                name = item["sk"][len(keys.GROUP_STATE_SK_PREFIX) :]
-                states[name] = GroupState.decode(item["s"], item["ver"])
-        return head, states
-
     def _figures(self, queue: Queue, shard: Shard, state: GroupState, head_next: int, now: int) -> dict:
-        unread = max(0, head_next - state.read)
         in_flight = sum(1 for p in state.pending.values() if p.leased and p.due_ms > now)
         delayed = sum(1 for p in state.pending.values() if not p.leased and p.due_ms > now)
-        count = unread + len(state.pending)
+        count = backlog(state, head_next)
         oldest_ts, mean_size = (0, 0.0)
         if count:
             oldest_ts, mean_size = self._oldest(queue, shard, state.ack_level)
@@ -195,14 +175,15 @@ class Operations:
         before = list(
             table.query(pk, sk_from=keys.MSG_SK_PREFIX, sk_to=keys.msg_sk(seq), forward=False, limit=1)
         )
-        candidates = [i for i in before if keys.seq_of(i["sk"]) + i["n"] > seq]
+        candidates = [i for i in before if keys.BatchItem.of(i).end > seq]
         if not candidates:
             candidates = list(table.query(pk, sk_from=keys.msg_sk(seq), sk_to=keys.MSG_SK_END, limit=2))
         for item in candidates:
-            if item.get("gap"):
+            batch = keys.BatchItem.of(item)
+            if batch.gap or batch.data is None:
                 continue
-            bodies = [len(m.body) for m in decode_batch(item["d"])]
-            return item["ts"], (sum(bodies) / len(bodies) if bodies else 0.0)
+            bodies = [len(m.body) for m in decode_batch(batch.data)]
+            return batch.ts, (sum(bodies) / len(bodies) if bodies else 0.0)
         return 0, 0.0
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sluice.adapters.dynamo import batch_get_across
 from sluice.codec import decode_batch
 from sluice.engine import keys
-from sluice.engine.consume import PURGE_FLOOR, Consumer, apply_floor
+from sluice.engine.consume import Consumer
 from sluice.engine.groupstate import GroupState
 from sluice.engine.operations import Operations
 from sluice.engine.publish import message_id
@@ -48,10 +48,8 @@ class Peeker:
         for shard in queue.readable_shards:
             if len(out) >= batch_size:
                 break
-            head, states = self.operations.shard_items(queue, shard)
-            state = states.get(group) or GroupState()
-            apply_floor(state, head.get(PURGE_FLOOR, 0))
-            out += self._shard(queue, shard, state, head.get("next", 0), batch_size - len(out), group)
+            read = self.operations.shard_states.read_shard(queue, shard, [group])
+            out += self._shard(queue, shard, read.states[group], read.head.next, batch_size - len(out), group)
         return out
 
     def _shard(
@@ -70,7 +68,7 @@ class Peeker:
             items += table.query(pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=want)
         out: list[Peeked] = []
         for item in sorted({i["sk"]: i for i in items}.values(), key=lambda i: i["sk"]):
-            if item.get("gap") or expired(item, now):
+            if item.get(keys.ITEM_GAP) or expired(item, now):
                 continue
             first = keys.seq_of(item["sk"])
             for offset, msg in enumerate(decode_batch(item["d"])):
@@ -89,7 +87,7 @@ class Peeker:
                         ref=self.consumer.signer.sign(queue.lease_key, lease),
                         body=body,
                         content_type=msg.content_type,
-                        timestamp_ms=item["ts"],
+                        timestamp_ms=item[keys.ITEM_TS],
                         attempts=attempts,
                         attributes=msg.attributes,
                     )
