@@ -13,7 +13,10 @@ import json
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sluice.models import Delivery
 
 _RAW = b"\x00"
 _ZLIB = b"\x01"
@@ -131,6 +134,20 @@ def body_to_native(body: bytes, content_type: str) -> Any:
     if content_type == "text":
         return body.decode()
     return base64.b64encode(body).decode()
+
+
+def delivery_to_native(d: Delivery) -> dict[str, Any]:
+    """One delivered message in the native face's shape, without its lease: what a push target receives
+    per message (the native pull adds `lease_id`)."""
+    return {
+        "id": d.id,
+        "body": body_to_native(d.body, d.content_type),
+        "content_type": d.content_type,
+        "timestamp_ms": d.timestamp_ms,
+        "attempts": d.attempts,
+        "partition_key": d.partition_key,
+        "attributes": d.attributes,
+    }
 
 
 def body_to_cloudflare(body: bytes, content_type: str) -> str:

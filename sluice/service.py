@@ -13,6 +13,7 @@ from sluice.engine.groups import ConsumerGroups
 from sluice.engine.openstreams import OpenStreams
 from sluice.engine.operations import Operations
 from sluice.engine.publish import Publisher
+from sluice.engine.push import ConsumerStore, Pusher
 from sluice.engine.queues import MirrorReader, QueueDirectory, QueueRegistry
 from sluice.engine.shardwork import ShardWorker
 from sluice.engine.streams import StreamReader
@@ -93,3 +94,11 @@ class Sluice:
     @cached_property
     def operations(self) -> Operations:
         return Operations(self.backend, self.queues, self.publisher, self.consumer)
+
+    @cached_property
+    def push_consumers(self) -> ConsumerStore:
+        return ConsumerStore(self.backend)
+
+    @cached_property
+    def pusher(self) -> Pusher:
+        return Pusher(self.backend, self.queues, self.consumer)

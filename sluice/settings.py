@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import lru_cache
 
 from pydantic import BaseModel, Field, field_validator
@@ -68,3 +69,34 @@ class Settings(BaseModel):
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings.from_env()
+
+
+class CoordinatorSettings(BaseModel):
+    """The coordinator's tuning from the environment the stack sets on its function (all optional: the
+    defaults are `sluice.engine.coordinator.CoordinatorConfig`'s)."""
+
+    period_seconds: float | None = None
+    loop_seconds: float | None = None
+    lease_seconds: float | None = None
+    shard_wcu_ceiling: float | None = None
+    scale_down_after_seconds: float | None = None
+    shard_flush_seconds: float | None = None
+    shard_maintenance_seconds: float | None = None
+    shard_function: str | None = None
+    consumer_function: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> CoordinatorSettings:
+        env = os.environ if environ is None else environ
+        fields = {
+            "period_seconds": c.ENV_COORDINATOR_PERIOD_SECONDS,
+            "loop_seconds": c.ENV_COORDINATOR_LOOP_SECONDS,
+            "lease_seconds": c.ENV_COORDINATOR_LEASE_SECONDS,
+            "shard_wcu_ceiling": c.ENV_SHARD_WCU_CEILING,
+            "scale_down_after_seconds": c.ENV_SCALE_DOWN_AFTER_SECONDS,
+            "shard_flush_seconds": c.ENV_SHARD_FLUSH_SECONDS,
+            "shard_maintenance_seconds": c.ENV_SHARD_MAINTENANCE_SECONDS,
+            "shard_function": c.ENV_SHARD_FUNCTION,
+            "consumer_function": c.ENV_CONSUMER_FUNCTION,
+        }
+        return cls.model_validate({name: env[var] for name, var in fields.items() if env.get(var)})

@@ -11,8 +11,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from lambdas.common.http import RESPONSE_BUDGET_BYTES, encoded_size, ok
 from lambdas.common.runtime import service
 from lambdas.common.schemas import Ack, ExtendLeases, Pull
+from sluice.codec import delivery_to_native
 from sluice.engine.consume import RetryRequest
-from sluice.engine.push import push_message
 from sluice.models import Delivery
 
 router = APIGatewayHttpRouter()
@@ -20,7 +20,7 @@ router = APIGatewayHttpRouter()
 
 def native_message(d: Delivery) -> dict[str, Any]:
     """The native pull shape: what a push target receives, plus the lease."""
-    return {**push_message(d), "lease_id": d.lease_id}
+    return {**delivery_to_native(d), "lease_id": d.lease_id}
 
 
 @router.post("/v1/queues/<queue_name>/messages/pull")

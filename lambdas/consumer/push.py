@@ -12,7 +12,6 @@ from aws_lambda_powertools.utilities.parser import parse
 from lambdas.common.runtime import service
 from sluice import constants as c
 from sluice.adapters.targets import target_for
-from sluice.engine.push import run_worker
 from sluice.events import PushWorkerEvent
 
 logger = Logger(child=True)
@@ -21,8 +20,7 @@ logger = Logger(child=True)
 def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     spec = parse(event=event, model=PushWorkerEvent).push
     allow_local = os.environ.get(c.ENV_ALLOW_LOCAL_WEBHOOKS) == "1"
-    report = run_worker(
-        service(),
+    report = service().pusher.run(
         spec.queue,
         spec.consumer_id,
         spec.slot,

@@ -24,6 +24,7 @@ from lambdas.common.runtime import service
 from sluice import constants as c
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig, RunReport
 from sluice.events import CoordinatorEvent
+from sluice.settings import CoordinatorSettings
 
 logger = Logger(service=c.SERVICE_NAME)
 metrics = Metrics(namespace=c.METRICS_NAMESPACE, service=c.SERVICE_NAME)
@@ -35,7 +36,9 @@ SAFETY_SECONDS = 10.0  # stop looping this long before the function's timeout
 @lru_cache(maxsize=1)
 def coordinator() -> Coordinator:
     """One per container: the holder id stays the same across invocations of a warm container."""
-    return Coordinator(service(), LambdaInvoker(), CoordinatorConfig.from_env())
+    engine = service()
+    config = CoordinatorConfig.from_settings(CoordinatorSettings.from_env())
+    return Coordinator(engine.backend, engine.queues, LambdaInvoker(), config)
 
 
 def emit_metrics(report: RunReport) -> None:
@@ -85,7 +88,7 @@ def lambda_handler(event: CoordinatorEvent, context: LambdaContext) -> dict[str,
             changed = [q for q in report.queues if q.added or q.sealed or q.retired or q.push_workers_started]
             logger.info(report.message, extra={"queues": [asdict(q) for q in changed]})
         else:
-            logger.info(report.message)  # "... stands down: the lease is held by ..."
+            logger.info(report.message)  # "... stands down: the pass is owned by ..."
     return {
         "holder": coord.holder,
         "passes": len(reports),

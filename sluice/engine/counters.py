@@ -11,9 +11,11 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-# Attribute names on the HEAD item (docs/design.md, shard tables).
-REQUESTS, MESSAGES, BYTES, THROTTLES, CONFLICTS = "wreq", "wmsgs", "wbytes", "thr", "cfl"
-COUNTER_ATTRIBUTES = (REQUESTS, MESSAGES, BYTES, THROTTLES, CONFLICTS)
+from sluice.engine.keys import HEAD_COUNTERS
+
+# Attribute names on the HEAD item (the schema is sluice.engine.keys).
+REQUESTS, MESSAGES, BYTES, THROTTLES, CONFLICTS = HEAD_COUNTERS
+COUNTER_ATTRIBUTES = HEAD_COUNTERS
 
 
 class ShardCounters:

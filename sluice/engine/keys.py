@@ -42,6 +42,8 @@ HEAD_FLOOR = "floor"  # set by purge: every sequence below it is gone for every 
 HEAD_SEALED = "sealed"  # the shard takes no more writes; `next` is final
 HEAD_SEALED_MS = "sealed_ms"
 HEAD_FLUSHED = "flushed"  # bottomless queues: every sequence below it is in an S3 segment
+# Write counters (sluice.engine.counters): requests, messages, bytes, throttles, conflicts
+HEAD_COUNTERS = ("wreq", "wmsgs", "wbytes", "thr", "cfl")
 
 # Batch item (`M#<first seq>`) attributes
 ITEM_COUNT = "n"  # messages in the item
@@ -69,11 +71,13 @@ class Head:
     floor: int = 0
     sealed: bool = False
     flushed: int = 0
+    counters: tuple[int, ...] = (0,) * len(HEAD_COUNTERS)  # running totals, in HEAD_COUNTERS order
 
     @classmethod
     def of(cls, item: dict[str, Any] | None) -> Head:
         item = item or {}
         return cls(
+            counters=tuple(int(item.get(attr, 0)) for attr in HEAD_COUNTERS),
             next=int(item.get(HEAD_NEXT, 0)),
             ts=int(item.get(HEAD_TS, 0)),
             floor=int(item.get(HEAD_FLOOR, 0)),

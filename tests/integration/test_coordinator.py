@@ -41,13 +41,13 @@ class RecordingInvoker:
 def coordinator(engine, queue_name, holder=None, invoker=None, **policy) -> Coordinator:
     config = CoordinatorConfig(
         policy=ScalingPolicy(**{"shard_wcu_ceiling": 10.0, "scale_down_after_ms": 5_000, **policy}),
-        lease_ms=LEASE_MS,
-        lease_name=f"LEASE-{queue_name}",
+        ownership_ms=LEASE_MS,
+        ownership_sk=f"LEASE-{queue_name}",
         queues=[queue_name],
         shard_function="shard",
         consumer_function="consumer",
     )
-    return Coordinator(engine, invoker, config, holder=holder)
+    return Coordinator(engine.backend, engine.queues, invoker, config, holder=holder)
 
 
 def send(engine, queue_name, n_requests, per_request=10, tag="m"):
@@ -225,7 +225,7 @@ def test_two_coordinators_at_once_one_acts_the_other_stands_down(
         barrier.wait()
         reports[holder] = coord.run_once()
 
-    with caplog.at_level(logging.INFO, logger="sluice.coordinator"):
+    with caplog.at_level(logging.INFO, logger="sluice.engine.coordinator"):
         threads = [threading.Thread(target=run, args=(h,)) for h in ("alpha", "beta")]
         for t in threads:
             t.start()
@@ -234,7 +234,7 @@ def test_two_coordinators_at_once_one_acts_the_other_stands_down(
     acted = [h for h, r in reports.items() if r.acted]
     stood = [h for h, r in reports.items() if not r.acted]
     assert len(acted) == 1 and len(stood) == 1
-    assert f"coordinator {stood[0]} stands down: the lease is held by {acted[0]}" in caplog.text
+    assert f"coordinator {stood[0]} stands down: the pass is owned by {acted[0]}" in caplog.text
     assert reports[acted[0]].queues[0].queue == queue_name
 
 
@@ -242,11 +242,11 @@ def test_a_coordinator_whose_lease_was_taken_over_cannot_write_the_map(clocked, 
     clocked.queues.create(queue_name)
     old = coordinator(clocked, queue_name, holder="old")
     assert old.run_once().acted
-    stale_token = old.lease.token
+    stale_token = old.ownership.token
     clock.advance(LEASE_MS + 1)  # the old holder stalls past its lease (GC pause, slow network...)
     new = coordinator(clocked, queue_name, holder="new")
     report = new.run_once()
-    assert report.acted and report.token > stale_token and new.lease.took_over_expired
+    assert report.acted and report.token > stale_token and new.ownership.took_over_expired
     assert clocked.queues.get(queue_name).fence == report.token
 
     # The stale coordinator wakes up and writes the map with its old token: the condition fails.
@@ -311,3 +311,39 @@ def test_coordinator_alone_flushes_and_compacts_every_queue(clocked, clock, queu
     assert all(set(w.shards) <= {0, 1} for w in work)
     assert any(w.actions == ["flush", "compact"] for w in work)
     assert any("retention" in w.actions for w in work) is not bottomless
+
+
+def test_after_a_purge_the_coordinator_counts_no_backlog(clocked, clock, queue_name):
+    """Purged messages are gone for the coordinator too (it reads shard state through the same reader as
+    pulls and metrics): its backlog metric, oldest age, drained check and push-worker count all see 0."""
+    from sluice.engine.push import PushConsumer
+
+    clocked.queues.create(queue_name, {"min_shards": 2, "max_shards": 2})
+    queue = clocked.queues.get(queue_name)
+    clocked.push_consumers.create(
+        queue, PushConsumer(id="hook", type="webhook", url="https://example.com/h", max_concurrency=3)
+    )
+    for _ in range(20):  # both shards hold records (sends pick a shard at random)
+        send(clocked, queue_name, 2)
+        if all(head(clocked, queue, s.id).get(keys.HEAD_NEXT, 0) > 1 for s in queue.shards):
+            break
+
+    def seal_shard_1(q: Queue) -> Queue:
+        shards = [s.model_copy(update={"state": "sealed"}) if s.id == 1 else s for s in q.shards]
+        return q.model_copy(update={"shards": shards})
+
+    clocked.queues.modify(queue_name, seal_shard_1)
+    invoker = RecordingInvoker()
+    coord = coordinator(clocked, queue_name, invoker=invoker)
+    before = coord.run_once().queues[0]  # seals shard 1's HEAD
+    assert before.backlog["default"] > 0 and before.push_workers_started > 0 and before.retired == []
+
+    clocked.operations.purge(queue_name)
+    clock.advance(1_000)
+    invoker.calls.clear()
+    after = coord.run_once().queues[0]
+    assert after.backlog == {"default": 0} and after.total_backlog == 0
+    assert after.oldest_message_age_s == 0.0
+    assert after.push_workers_started == 0 and not [f for f, _ in invoker.calls if f == "consumer"]
+    assert after.retired == [1]  # sealed and drained: nothing left that any group must read
+    assert clocked.operations.metrics(queue_name)["backlog_count"] == 0

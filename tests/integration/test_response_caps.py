@@ -168,6 +168,7 @@ def test_a_cut_multi_shard_read_resumes_at_the_first_record_left_out(clocked, qu
 
 def test_a_pushed_batch_fits_one_lambda_payload_and_leaves_the_rest_unleased(engine, queue_name):
     """Push delivery sends a batch as one invocation payload: cut at the budget, nothing leased beyond."""
+    from sluice.codec import delivery_to_native
     from sluice.engine import push
     from sluice.models import OutgoingMessage
 
@@ -176,8 +177,8 @@ def test_a_pushed_batch_fits_one_lambda_payload_and_leaves_the_rest_unleased(eng
         bodies = [f"{n:05d}".encode() + b"x" * (200_000 - 5) for n in range(start, start + 4)]
         engine.publisher.publish(queue_name, [OutgoingMessage(body=b, content_type="bytes") for b in bodies])
     consumer = push.PushConsumer(id="hook", type="webhook", url="https://example.com", max_batch_size=100)
-    batch = push._collect(engine, queue_name, consumer, lambda: 60_000)
-    size = len(json.dumps([push.push_message(d) for d in batch]))
+    batch = engine.pusher.collect(queue_name, consumer, lambda: 60_000)
+    size = len(json.dumps([delivery_to_native(d) for d in batch]))
     assert 0 < len(batch) < 60 and size <= push.PUSH_PAYLOAD_BYTES, (len(batch), size)
     rest = engine.consumer.pull(queue_name, group="default", batch_size=100, visibility_ms=600_000)
     assert len(batch) + len(rest.messages) == 60  # the rest was not leased

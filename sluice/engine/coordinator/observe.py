@@ -1,0 +1,77 @@
+"""What a pass sees of a queue: per-shard rates against the previous pass, drained and flushed shards,
+backlog per group and the oldest unacked message's age, all from shard state read with the purge floor
+applied (`sluice.engine.shardstate`), so purged messages count nowhere."""
+
+from __future__ import annotations
+
+from sluice.adapters.dynamo import Table, batch_get_across
+from sluice.engine import keys
+from sluice.engine.backend import Backend
+from sluice.engine.scaling import ShardObservation
+from sluice.engine.shardstate import ShardRead
+from sluice.models import Queue, Shard
+from sluice.segments import index_pk
+
+OLDEST_AGE_PAIRS = 100  # shard x group pairs read for the oldest message: one BatchGetItem
+
+
+def shard_observation(
+    read: ShardRead, before: list[int], dt: float, drained: bool, flushed: bool
+) -> ShardObservation:
+    """One shard's rates: its HEAD counters' growth since the previous pass (`before`), over `dt` s."""
+    current = read.head.counters
+    rates = [max(0, a - b) / dt if dt > 0 else 0.0 for a, b in zip(current, before, strict=True)]
+    return ShardObservation(
+        id=read.shard.id,
+        state=read.shard.state,
+        requests_per_s=rates[0],
+        messages_per_s=rates[1],
+        bytes_per_s=rates[2],
+        throttles_per_s=rates[3],
+        conflicts_per_s=rates[4],
+        head_sealed=read.head.sealed,
+        drained=drained,
+        flushed=flushed,
+    )
+
+
+def backlog(queue: Queue, reads: list[ShardRead]) -> dict[str, int]:
+    """Unacked messages per group over the shards read."""
+    return {g: sum(r.backlog(g) for r in reads) for g in sorted(queue.groups)}
+
+
+def oldest_age_s(backend: Backend, queue: Queue, reads: list[ShardRead], now: int) -> float:
+    """Age of the oldest unacked message over groups: one BatchGetItem of the items holding each
+    group's ack level (at most 100 shardxgroup pairs, the largest backlogs first)."""
+    candidates = []
+    for read in reads:
+        for group, st in read.states.items():
+            pending = read.backlog(group)
+            if pending <= 0:
+                continue
+            seq = st.ack_level
+            item = st.pending[seq].item if seq in st.pending else st.read_item
+            candidates.append((pending, read.shard, item))
+    candidates.sort(key=lambda x: -x[0])
+    wanted: set[tuple[str, str]] = set()
+    requests: dict[Table, list[tuple[str, str]]] = {}
+    for _, shard, item in candidates[:OLDEST_AGE_PAIRS]:
+        pk, sk = keys.shard_pk(queue, shard.id), keys.msg_sk(item)
+        if (pk, sk) not in wanted:
+            wanted.add((pk, sk))
+            requests.setdefault(backend.table_for(shard), []).append((pk, sk))
+    if not requests:
+        return 0.0
+    found = batch_get_across(requests, consistent=False)
+    stamps = [it[keys.ITEM_TS] for it in found.values() if it.get(keys.ITEM_TS)]
+    return max(0.0, (now - min(stamps)) / 1000) if stamps else 0.0
+
+
+def shard_is_flushed(control: Table, queue: Queue, shard: Shard, head_next: int) -> bool:
+    """Every sequence below `head_next` is in an S3 segment (bottomless queues): the newest entry of the
+    shard's segment index (`sluice.segments`, written by the shard worker) reaches `head_next - 1`."""
+    if head_next <= 0:
+        return True
+    pk = index_pk(queue.name, queue.incarnation, shard.id)
+    newest = next(iter(control.query(pk, forward=False, limit=1, consistent=True)), None)
+    return newest is not None and int(newest.get("last", -1)) + 1 >= head_next

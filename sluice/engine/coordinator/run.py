@@ -1,0 +1,272 @@
+"""The coordinator's pass: one owner at a time reads shard counters and backlogs, then changes shard maps.
+
+A pass, per queue: read every readable shard's HEAD and each group's state item (BatchGetItem), turn
+the counters into rates against the snapshot of the previous pass, ask the pure policy
+(`sluice.engine.scaling.decide`) what to do, publish the new map with a fenced conditional write, seal
+the HEAD items of sealed shards, start push workers and send the shard work that
+`sluice.engine.workplan.plan` decides (flush, compaction, retention; the same policy in AWS and locally).
+
+Fencing: the ownership item (`sluice.engine.ownership`) holds a token that grows with every new owner.
+Every map write carries it (`QueueRegistry.modify(fence=token)`, condition `fence <= :f`), and a
+coordinator that took over an expired ownership stamps its token on every queue before acting, so a
+stale coordinator that still believes it owns the pass fails its conditional write instead of
+overwriting a newer map. See docs/design.md "Coordinator" for the sealing order argument.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+from sluice import errors
+from sluice.engine import keys
+from sluice.engine.backend import Backend
+from sluice.engine.coordinator import observe
+from sluice.engine.coordinator.config import CoordinatorConfig, Invoker
+from sluice.engine.coordinator.dispatch import Dispatcher
+from sluice.engine.coordinator.reports import QueueReport, RunReport
+from sluice.engine.coordinator.state import SavedState, StateStore
+from sluice.engine.ownership import Ownership
+from sluice.engine.queues import QueueRegistry
+from sluice.engine.scaling import Decision, QueueObservation, decide
+from sluice.engine.shardstate import ShardRead, ShardStateReader
+from sluice.models import Queue, Shard
+
+log = logging.getLogger(__name__)
+
+RETIRED_KEPT = 16  # retired shards kept in the map for lineage; older ones are dropped
+MIRROR_CHECK_EVERY_MS = 60_000  # the SSM mirror is checked against the control item this often
+
+
+class Coordinator:
+    """Runs passes over the parts it needs: the backend's tables, the queue registry, and an invoker
+    that starts push workers and shard work (None: nothing is started)."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        queues: QueueRegistry,
+        invoker: Invoker | None = None,
+        config: CoordinatorConfig | None = None,
+        holder: str | None = None,
+    ) -> None:
+        self.backend = backend
+        self.queues = queues
+        self.config = config or CoordinatorConfig()
+        self.holder = holder or f"coordinator-{uuid.uuid4().hex[:12]}"
+        self.ownership = Ownership(
+            backend.control,
+            keys.COORDINATOR_PK,
+            self.config.ownership_sk,
+            self.holder,
+            self.config.ownership_ms,
+            backend.clock,
+        )
+        self.shard_states = ShardStateReader(backend)
+        self.saved = StateStore(backend.control)
+        self.dispatch = Dispatcher(backend, invoker, self.config)
+
+    # -- entry points --
+
+    def run(
+        self, loop_seconds: float = 0.0, sleep: Any = time.sleep, period_s: float | None = None
+    ) -> list[RunReport]:
+        """Passes every `period_s` (this run only; default: the config's tick) for `loop_seconds` (one
+        pass when 0); the ownership is released at the end."""
+        period = self.config.period_s if period_s is None else period_s
+        reports = []
+        deadline = time.monotonic() + loop_seconds
+        try:
+            while True:
+                started = time.monotonic()
+                reports.append(self.run_once())
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                sleep(min(left, max(0.0, period - (time.monotonic() - started))))
+        finally:
+            self.ownership.release()
+        return reports
+
+    def run_once(self) -> RunReport:
+        if not self.ownership.acquire():
+            seen = self.ownership.seen
+            message = (
+                f"coordinator {self.holder} stands down: the pass is owned by {seen.get(keys.OWNER_HOLDER)} "
+                f"(token {seen.get(keys.OWNER_TOKEN)}) until {seen.get(keys.OWNER_EXPIRES_MS)}"
+            )
+            log.info(message)
+            return RunReport(self.holder, acted=False, message=message)
+        token = self.ownership.token
+        assert token is not None
+        report = RunReport(self.holder, acted=True, token=token, message=f"owning the pass, token {token}")
+        names = self._queue_names()
+        if self.ownership.took_over_expired:
+            self._stamp_fence(names, token)
+        for name in names:
+            if not self.ownership.valid():
+                report.message = f"ownership (token {token}) ran out during the pass; stopping"
+                log.warning(report.message)
+                break
+            try:
+                report.queues.append(self.run_queue(name, token))
+            except errors.QueueNotFound:
+                continue
+            except errors.Conflict as exc:
+                report.message = f"stood down on queue {name!r}: {exc.message}"
+                log.warning("coordinator %s %s", self.holder, report.message)
+                self.ownership.token = None
+                break
+        return report
+
+    # -- per queue --
+
+    def run_queue(self, name: str, token: int) -> QueueReport:
+        queue = self.queues.get(name)
+        now = self.backend.clock()
+        reads = self.shard_states.read(queue, queue.readable_shards, sorted(queue.groups))
+        saved = self.saved.load(queue)
+        mirror_checked_at = saved.mirror_checked_at
+        if now - mirror_checked_at >= MIRROR_CHECK_EVERY_MS:
+            self.queues.repair_mirror(queue)  # an SSM read: once a minute, not every tick
+            mirror_checked_at = now
+        dt = (now - saved.at) / 1000 if saved.at else 0.0
+
+        shard_obs = []
+        for read in reads:
+            drained = read.drained(queue.groups)
+            flushed = True
+            if read.shard.state == "sealed" and drained and queue.settings.bottomless:
+                flushed = observe.shard_is_flushed(self.backend.control, queue, read.shard, read.head.next)
+            before = saved.counts.get(str(read.shard.id), [0] * len(read.head.counters))
+            shard_obs.append(observe.shard_observation(read, before, dt, drained, flushed))
+        obs = QueueObservation(
+            name=queue.name,
+            min_shards=queue.settings.min_shards,
+            max_shards=queue.settings.max_shards,
+            shards=shard_obs,
+            now_ms=now,
+            ordered=queue.settings.ordered,
+            low_since_ms=saved.low_since_ms,
+        )
+        decision = decide(obs, self.config.policy) if dt > 0 else _first_pass(obs)
+        report = QueueReport(queue=queue.name, reason=decision.reason)
+        report.writes_per_s = sum(s.messages_per_s for s in shard_obs)
+        report.throttles_per_s = sum(s.throttles_per_s for s in shard_obs)
+        report.backlog = observe.backlog(queue, reads)
+        report.oldest_message_age_s = observe.oldest_age_s(self.backend, queue, reads, now)
+
+        if decision.changes_map:
+            queue = self._apply(queue, decision, token, report)
+        self._seal_heads(queue, reads)
+        cadence = dict(saved.cadence)
+        work = self.dispatch.plan_shard_work(queue, reads, cadence, now)  # marks its cadence
+        self.saved.save(
+            queue,
+            SavedState(
+                at=now,
+                counts={str(r.shard.id): list(r.head.counters) for r in reads},
+                low_since_ms=decision.low_since_ms,
+                mirror_checked_at=mirror_checked_at,
+                cadence=cadence,
+            ),
+        )
+        report.open_shards = len(queue.open_shards)
+        report.sealed_shards = sum(1 for s in queue.shards if s.state == "sealed")
+        report.push_workers_started = self.dispatch.start_push_workers(queue, report.backlog, now)
+        report.shard_work = [event.to_payload() for event in work]
+        self.dispatch.send_shard_work(report.shard_work)
+        if decision.changes_map:
+            log.info(
+                "queue %s: +%d shards, sealed %s, retired %s (%s)",
+                queue.name,
+                len(report.added),
+                report.sealed,
+                report.retired,
+                decision.reason,
+            )
+        return report
+
+    def _apply(self, queue: Queue, decision: Decision, token: int, report: QueueReport) -> Queue:
+        """The new map first, with the fencing token; HEAD seals follow (`_seal_heads`)."""
+        now = self.backend.clock()
+        tables = len(self.backend.shard_tables)
+
+        def change(current: Queue) -> Queue:
+            shards = [s.model_copy() for s in current.shards]
+            open_ids = [s.id for s in shards if s.state == "open"]
+            for shard in shards:
+                if shard.id in decision.seal and shard.state == "open" and len(open_ids) > 1:
+                    shard.state = "sealed"
+                    open_ids.remove(shard.id)
+                elif shard.id in decision.retire and shard.state == "sealed":
+                    shard.state = "retired"
+            retired = [s for s in shards if s.state == "retired"]
+            drop = {s.id for s in retired[: max(0, len(retired) - RETIRED_KEPT)]}
+            shards = [s for s in shards if s.id not in drop]
+            first = current.next_shard_id
+            for sid in range(first, first + decision.add):
+                shards.append(Shard(id=sid, table=sid % tables, created_ms=now))
+            return current.model_copy(update={"shards": shards, "next_shard_id": first + decision.add})
+
+        before = {s.id: s.state for s in queue.shards}
+        updated = self.queues.modify(queue.name, change, fence=token)
+        after = {s.id: s.state for s in updated.shards}
+        report.added = [sid for sid in after if sid not in before]
+        report.sealed = [sid for sid, st in after.items() if st == "sealed" and before.get(sid) == "open"]
+        report.retired = [sid for sid, st in after.items() if st == "retired" and before.get(sid) == "sealed"]
+        return updated
+
+    def _seal_heads(self, queue: Queue, reads: list[ShardRead]) -> None:
+        """Every shard the map says is sealed gets `sealed` on its HEAD (idempotent: also repairs a pass
+        that died between the map write and this step)."""
+        head_sealed = {r.shard.id for r in reads if r.head.sealed}
+        now = self.backend.clock()
+        for shard in queue.shards:
+            if shard.state != "sealed" or shard.id in head_sealed:
+                continue
+            self.backend.table_for(shard).update(
+                keys.shard_pk(queue, shard.id),
+                keys.HEAD_SK,
+                "SET #s = :t, #sm = :now",
+                names={"#s": keys.HEAD_SEALED, "#sm": keys.HEAD_SEALED_MS},
+                values={":t": True, ":now": now},
+            )
+
+    def _queue_names(self) -> list[str]:
+        if self.config.queues is not None:
+            return list(self.config.queues)
+        names: list[str] = []
+        after: str | None = None
+        while True:
+            page = [
+                item["sk"]
+                for item in self.backend.control.query(
+                    keys.QUEUE_INDEX_PK, sk_from=(after + "\x00") if after else None, limit=1000
+                )
+            ]
+            names += page
+            if len(page) < 1000:
+                return names
+            after = page[-1]
+
+    def _stamp_fence(self, names: list[str], token: int) -> None:
+        """After taking over an expired ownership: raise every queue's fence to our token first, so the
+        previous owner, if it is still running, fails its next map write."""
+        for name in names:
+            try:
+                queue = self.queues.get(name)
+                if queue.fence < token:
+                    self.queues.modify(name, lambda q: q, fence=token)
+            except errors.QueueNotFound:
+                continue
+
+
+def _first_pass(obs: QueueObservation) -> Decision:
+    """No earlier snapshot: no rates yet, so only retirement (which needs none) is decided."""
+    retire = sorted(
+        s.id for s in obs.shards if s.state == "sealed" and s.head_sealed and s.drained and s.flushed
+    )
+    return Decision(retire=retire, low_since_ms=obs.low_since_ms, reason="first pass: measuring rates")

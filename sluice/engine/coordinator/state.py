@@ -1,0 +1,64 @@
+"""What the coordinator keeps between passes, per queue (`COORDINATOR` / `STATE#<queue>`): the counters of
+the previous pass (rates are deltas against them), when the load went low, when the SSM mirror was last
+checked, and the shard-work plan's cadence marks. Built once per pass and written once."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sluice.adapters.dynamo import Table
+from sluice.engine import keys
+from sluice.models import Queue
+
+_AT, _COUNTS, _LOW, _MIRROR = "at", "c", "low", "mir"  # the saved document's keys (kept stable)
+
+
+@dataclass(frozen=True)
+class SavedState:
+    at: int | None = None  # when the previous pass ran (ms)
+    counts: Mapping[str, list[int]] = field(default_factory=dict)  # shard id → HEAD counters
+    low_since_ms: int | None = None
+    mirror_checked_at: int = 0
+    cadence: Mapping[str, Any] = field(default_factory=dict)  # sluice.engine.workplan's marks
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> SavedState:
+        known = {_AT, _COUNTS, _LOW, _MIRROR}
+        return cls(
+            at=doc.get(_AT),
+            counts=doc.get(_COUNTS, {}),
+            low_since_ms=doc.get(_LOW),
+            mirror_checked_at=int(doc.get(_MIRROR, 0)),
+            cadence={k: v for k, v in doc.items() if k not in known},
+        )
+
+    def to_doc(self) -> dict[str, Any]:
+        doc = {**self.cadence, _AT: self.at, _COUNTS: dict(self.counts), _LOW: self.low_since_ms}
+        if self.mirror_checked_at:
+            doc[_MIRROR] = self.mirror_checked_at
+        return doc
+
+
+class StateStore:
+    def __init__(self, control: Table) -> None:
+        self.table = control
+
+    def load(self, queue: Queue) -> SavedState:
+        """The previous pass's state; a fresh one for a queue made again (another incarnation)."""
+        item = self.table.get(keys.COORDINATOR_PK, keys.coordinator_state_sk(queue.name))
+        if not item or item.get("inc") != queue.incarnation:
+            return SavedState()
+        return SavedState.from_doc(json.loads(item["doc"]))
+
+    def save(self, queue: Queue, state: SavedState) -> None:
+        self.table.put(
+            {
+                "pk": keys.COORDINATOR_PK,
+                "sk": keys.coordinator_state_sk(queue.name),
+                "inc": queue.incarnation,
+                "doc": json.dumps(state.to_doc(), separators=(",", ":")),
+            }
+        )
