@@ -6,16 +6,26 @@ engine see conditional failures as one exception carrying the item as it was.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from sluice import errors
 from sluice.adapters import aws
 from sluice.constants import PARTITION_KEY, SORT_KEY
 
 Item = dict[str, Any]
+
+# Unprocessed keys of a batch call mean the table is throttling: retry them after a pause that doubles
+# from UNPROCESSED_BASE_S up to UNPROCESSED_CAP_S, with full jitter so callers do not retry in step;
+# after UNPROCESSED_ROUNDS calls the caller gets `Throttled` (its own retry comes later).
+UNPROCESSED_BASE_S = 0.025
+UNPROCESSED_CAP_S = 1.0
+UNPROCESSED_ROUNDS = 8
 
 
 class ConditionFailed(Exception):
@@ -106,17 +116,6 @@ class Table:
                 TableName=self.name, Key=serialize(key(pk, sk)), ConsistentRead=consistent
             )
         return deserialize(resp.get("Item"))
-
-    def batch_get(self, keys: Iterable[tuple[str, str]], *, consistent: bool = True) -> list[Item]:
-        """All existing items among `keys` (at most 100), retrying unprocessed keys."""
-        request = {"Keys": [serialize(key(pk, sk)) for pk, sk in keys], "ConsistentRead": consistent}
-        found: list[Item] = []
-        while request["Keys"]:
-            with aws.translated("DynamoDB"):
-                resp = self._client.batch_get_item(RequestItems={self.name: request})
-            found.extend(deserialize(raw) for raw in resp["Responses"].get(self.name, []))
-            request = resp.get("UnprocessedKeys", {}).get(self.name) or {"Keys": []}
-        return found
 
     def put(
         self,
@@ -246,14 +245,11 @@ def batch_get_across(
     }
     client = tables[0]._client
     found: dict[tuple[str, str, str], Item] = {}
-    while pending:
-        with aws.translated("DynamoDB"):
-            resp = client.batch_get_item(RequestItems=pending)
+    for resp in _until_processed(client.batch_get_item, pending, "UnprocessedKeys"):
         for table_name, raws in resp["Responses"].items():
             for raw in raws:
                 item = deserialize(raw)
                 found[(table_name, item[PARTITION_KEY], item[SORT_KEY])] = item
-        pending = resp.get("UnprocessedKeys") or {}
     return found
 
 
@@ -261,8 +257,28 @@ def batch_delete(table: Table, keys: Sequence[tuple[str, str]]) -> None:
     """Delete items by key, 25 per BatchWriteItem, retrying unprocessed ones (TTL sweeps, cleanup)."""
     for start in range(0, len(keys), 25):
         requests = [{"DeleteRequest": {"Key": serialize(key(pk, sk))}} for pk, sk in keys[start : start + 25]]
-        pending: dict[str, Any] = {table.name: requests}
-        while pending:
-            with aws.translated("DynamoDB"):
-                resp = table._client.batch_write_item(RequestItems=pending)
-            pending = resp.get("UnprocessedItems") or {}
+        for _ in _until_processed(table._client.batch_write_item, {table.name: requests}, "UnprocessedItems"):
+            pass
+
+
+def unprocessed_pause(round_: int, rand: Callable[[], float] = random.random) -> float:
+    """Seconds to wait before retry `round_` (1, 2, ...) of unprocessed keys: full jitter, capped."""
+    return rand() * min(UNPROCESSED_CAP_S, UNPROCESSED_BASE_S * 2 ** (round_ - 1))
+
+
+def _until_processed(
+    call: Callable[..., dict[str, Any]],
+    request: dict[str, Any],
+    unprocessed: str,
+) -> Iterator[dict[str, Any]]:
+    """Each response of a batch call, re-sending what came back unprocessed after a backoff pause."""
+    for round_ in range(UNPROCESSED_ROUNDS):
+        if round_:
+            time.sleep(unprocessed_pause(round_))
+        with aws.translated("DynamoDB"):
+            resp = call(RequestItems=request)
+        yield resp
+        request = resp.get(unprocessed) or {}
+        if not request:
+            return
+    raise errors.Throttled("DynamoDB left part of a batch unprocessed on every retry; retry shortly")
