@@ -24,7 +24,7 @@ ENV_LEASE_KEY_CACHE_TTL: Final = "SLUICE_LEASE_KEY_CACHE_TTL_SECONDS"
 ENV_ADMIN_TOKEN: Final = "SLUICE_ADMIN_TOKEN"
 ENV_CONSUMER_FUNCTION: Final = "SLUICE_CONSUMER_FUNCTION"  # push workers started by the coordinator
 ENV_SHARD_FUNCTION: Final = "SLUICE_SHARD_FUNCTION"  # flush/compaction work started by the coordinator
-# Coordinator tuning (docs/design.md "Coordinator"); all optional, defaults in sluice/engine/coordinator/config.py.
+# Coordinator tuning (docs/design.md "Coordinator"); all optional, defaults in engine/coordinator/config.py.
 ENV_COORDINATOR_LOOP_SECONDS: Final = "SLUICE_COORDINATOR_LOOP_SECONDS"  # keep deciding this long per run
 ENV_COORDINATOR_PERIOD_SECONDS: Final = "SLUICE_COORDINATOR_PERIOD_SECONDS"  # between passes in a run
 ENV_SHARD_FLUSH_SECONDS: Final = "SLUICE_SHARD_FLUSH_SECONDS"  # new records are flushed this often

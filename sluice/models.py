@@ -182,7 +182,9 @@ class Delivery(BaseModel):
     seq: int
 
 
-class PullResult(BaseModel):
+class LeasedBatch(BaseModel):
+    """What one engine pull leased, with the group's backlog (the SDK's own is `sluice.client.PullResult`)."""
+
     messages: list[Delivery]
     message_backlog_count: int
 

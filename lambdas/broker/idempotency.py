@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice import errors
 from sluice.adapters import aws
+from sluice.engine import keys
 from sluice.settings import get_settings
 
 if TYPE_CHECKING:
@@ -33,7 +34,6 @@ HEADER = "idempotency-key"
 TTL_SECONDS = 300
 IN_PROGRESS_SECONDS = 5  # a send takes ~2 DynamoDB round trips; a dead one blocks its key this long at most
 MAX_KEY_LENGTH = 255
-_SK = "IDEM"
 
 
 @lru_cache(maxsize=1)
@@ -49,13 +49,13 @@ def _guarded() -> tuple[IdempotencyConfig, Callable[..., dict[str, Any]]]:
         """Records keyed `pk = <idempotency key>`, `sk = IDEM` in the shared control table."""
 
         def _get_key(self, idempotency_key: str) -> dict:
-            return {self.key_attr: {"S": idempotency_key}, "sk": {"S": _SK}}
+            return {self.key_attr: {"S": idempotency_key}, "sk": {"S": keys.IDEMPOTENCY_SK}}
 
     settings = get_settings()
     persistence = ControlTablePersistence(
         table_name=settings.control_table,
         key_attr="pk",
-        expiry_attr="exp",
+        expiry_attr=keys.TTL,
         boto3_client=aws.client("dynamodb", settings.aws_endpoint_url),
     )
     config = IdempotencyConfig(
@@ -65,7 +65,10 @@ def _guarded() -> tuple[IdempotencyConfig, Callable[..., dict[str, Any]]]:
     )
 
     @idempotent_function(
-        data_keyword_argument="call", persistence_store=persistence, config=config, key_prefix="IDEM"
+        data_keyword_argument="call",
+        persistence_store=persistence,
+        config=config,
+        key_prefix=keys.IDEMPOTENCY_PK_PREFIX,
     )
     def run(*, call: dict[str, Any], send: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         return send()

@@ -27,7 +27,7 @@ from sluice.engine.queues import QueueDirectory
 from sluice.engine.shardstate import ShardRead, ShardStateReader, apply_floor, state_from
 from sluice.engine.streams import expired
 from sluice.leases import Lease, LeaseSigner
-from sluice.models import AckResult, Delivery, OutgoingMessage, PullResult, Queue, Shard
+from sluice.models import AckResult, Delivery, LeasedBatch, OutgoingMessage, Queue, Shard
 
 SHARDS_PER_PULL = 8  # shards sampled per pull: one BatchGetItem of 2 items each
 MAX_PENDING = 5_000  # leased + delayed messages per shard and group: bounds the state item
@@ -118,7 +118,7 @@ class Consumer:
         wait_ms: int = 0,
         size_of: Callable[[Delivery], int] | None = None,
         max_bytes: int = 0,
-    ) -> PullResult:
+    ) -> LeasedBatch:
         """Lease up to `batch_size` messages; with `wait_ms`, wait for the first ones to arrive. With
         `size_of`, only as many as add up to `max_bytes` in the caller's encoding (see engine/budget.py):
         the rest are not leased."""
@@ -139,7 +139,7 @@ class Consumer:
         batch_size: int,
         visibility_ms: int | None,
         budget: ByteBudget | None,
-    ) -> PullResult:
+    ) -> LeasedBatch:
         queue = self.directory.get(queue_name)
         if queue.paused or group not in queue.groups:
             # The cached document may lag a resume or a new group: confirm with the control item (rare).
@@ -160,7 +160,7 @@ class Consumer:
             if len(deliveries) >= batch_size or view.work <= 0 or (budget and budget.full):
                 break
             deliveries += self._pull_shard(queue, view, group, batch_size - len(deliveries), vis, budget)
-        return PullResult(messages=deliveries, message_backlog_count=backlog)  # unacked, in flight included
+        return LeasedBatch(messages=deliveries, message_backlog_count=backlog)  # unacked, in flight included
 
     def _read_views(self, queue: Queue, shards: Sequence[Shard], group: str) -> list[_ShardView]:
         return [_ShardView.of(read, group) for read in self.shard_states.read(queue, shards, [group])]

@@ -36,7 +36,14 @@ def seal_gap(table: Table, pk: str, start: int, end: int, now_ms: int) -> bool:
     for seq in range(start, end):
         try:
             table.put(
-                {"pk": pk, "sk": keys.msg_sk(seq), "n": 1, "ts": 0, "gap": True, "exp": ttl},
+                {
+                    "pk": pk,
+                    "sk": keys.msg_sk(seq),
+                    keys.ITEM_COUNT: 1,
+                    keys.ITEM_TS: 0,
+                    keys.ITEM_GAP: True,
+                    keys.TTL: ttl,
+                },
                 condition="attribute_not_exists(pk)",
             )
         except ConditionFailed:

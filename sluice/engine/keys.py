@@ -41,7 +41,8 @@ HEAD_TS = "ts"  # timestamp (ms) of the latest allocation
 HEAD_FLOOR = "floor"  # set by purge: every sequence below it is gone for every group
 HEAD_SEALED = "sealed"  # the shard takes no more writes; `next` is final
 HEAD_SEALED_MS = "sealed_ms"
-HEAD_FLUSHED = "flushed"  # bottomless queues: every sequence below it is in an S3 segment
+HEAD_FLUSHED = "flushed"  # every sequence below it is in an S3 segment
+HEAD_TTL_SET = "ttl_set"  # bottomless queues: items below it have their TTL set after the flush
 # Write counters (sluice.engine.counters): requests, messages, bytes, throttles, conflicts
 HEAD_COUNTERS = ("wreq", "wmsgs", "wbytes", "thr", "cfl")
 

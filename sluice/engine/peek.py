@@ -71,7 +71,7 @@ class Peeker:
             if item.get(keys.ITEM_GAP) or expired(item, now):
                 continue
             first = keys.seq_of(item["sk"])
-            for offset, msg in enumerate(decode_batch(item["d"])):
+            for offset, msg in enumerate(decode_batch(item[keys.ITEM_DATA])):
                 seq = first + offset
                 entry = state.pending.get(seq)
                 if len(out) >= want or seq >= head_next:

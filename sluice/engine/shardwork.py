@@ -147,8 +147,8 @@ class ShardWorker:
         table = self.backend.table_for(shard)
         pk = keys.shard_pk(queue, shard.id)
         head = table.get(pk, keys.HEAD_SK) or {}
-        flushed = head.get("flushed", 0)
-        if flushed >= head.get("next", 0):
+        flushed = head.get(keys.HEAD_FLUSHED, 0)
+        if flushed >= head.get(keys.HEAD_NEXT, 0):
             self._set_ttl(queue, shard, head)
             return 0
         now = self.backend.clock()
@@ -168,7 +168,7 @@ class ShardWorker:
                 keys.HEAD_SK,
                 "SET #f = :end",
                 condition="attribute_not_exists(#f) OR #f = :old",
-                names={"#f": "flushed"},
+                names={"#f": keys.HEAD_FLUSHED},
                 values={":end": end, ":old": flushed},
             )
         except ConditionFailed:
@@ -177,14 +177,14 @@ class ShardWorker:
             report.flushed_records += len(scan.records)
             report.flushed_bytes += ref.bytes if ref else 0
             report.segments_written += 1 if ref else 0
-        self._set_ttl(queue, shard, {**head, "flushed": end})
+        self._set_ttl(queue, shard, {**head, keys.HEAD_FLUSHED: end})
         return end - flushed
 
     def _set_ttl(self, queue: Queue, shard: Shard, head: dict[str, Any]) -> None:
         """Bottomless queues: give the items below `flushed` their `exp`, now that S3 holds them."""
         if not queue.settings.bottomless:
             return
-        start, end = head.get("ttl_set", 0), head.get("flushed", 0)
+        start, end = head.get(keys.HEAD_TTL_SET, 0), head.get(keys.HEAD_FLUSHED, 0)
         if start >= end:
             return
         table = self.backend.table_for(shard)
@@ -192,8 +192,8 @@ class ShardWorker:
         hot_seconds = min(queue.settings.retention_seconds, MAX_HOT_RETENTION_SECONDS)
         lo = keys.msg_sk(max(0, start - 99))
         for item in table.query(pk, sk_from=lo, sk_to=keys.msg_sk(end - 1)):
-            first, count = keys.seq_of(item["sk"]), item["n"]
-            if first + count <= start or item.get("gap"):
+            first, count = keys.seq_of(item["sk"]), item[keys.ITEM_COUNT]
+            if first + count <= start or item.get(keys.ITEM_GAP):
                 continue
             try:
                 table.update(
@@ -201,8 +201,8 @@ class ShardWorker:
                     item["sk"],
                     "SET #e = :e",
                     condition="attribute_exists(pk)",
-                    names={"#e": "exp"},
-                    values={":e": item["ts"] // 1000 + hot_seconds},
+                    names={"#e": keys.TTL},
+                    values={":e": item[keys.ITEM_TS] // 1000 + hot_seconds},
                 )
             except ConditionFailed:
                 continue  # swept meanwhile
@@ -212,7 +212,7 @@ class ShardWorker:
                 keys.HEAD_SK,
                 "SET #t = :end",
                 condition="attribute_not_exists(#t) OR #t < :end",
-                names={"#t": "ttl_set"},
+                names={"#t": keys.HEAD_TTL_SET},
                 values={":end": end},
             )
 
@@ -266,15 +266,19 @@ class ShardWorker:
         table = self.backend.table_for(shard)
         pk = keys.shard_pk(queue, shard.id)
         head = table.get(pk, keys.HEAD_SK) or {}
-        flushed = head.get("flushed", 0)
+        flushed = head.get(keys.HEAD_FLUSHED, 0)
         now = self.backend.clock()
         doomed: list[tuple[str, str]] = []
         for item in table.query(pk, sk_from=keys.msg_sk(0), sk_to=keys.MSG_SK_END):
             first = keys.seq_of(item["sk"])
             if expired(item, now):
-                if not queue.settings.bottomless or first + item["n"] <= flushed or item.get("gap"):
+                if (
+                    not queue.settings.bottomless
+                    or first + item[keys.ITEM_COUNT] <= flushed
+                    or item.get(keys.ITEM_GAP)
+                ):
                     doomed.append((pk, item["sk"]))
-            elif not item.get("gap"):
+            elif not item.get(keys.ITEM_GAP):
                 break  # message items expire in sequence order (exp = ts + a fixed time): done
         batch_delete(table, doomed)
         return len(doomed)

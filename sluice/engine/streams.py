@@ -42,7 +42,7 @@ _CACHED_RECORDS = 200_000  # decoded segment records kept per process (segments 
 
 def expired(item: dict[str, Any], now_ms: int) -> bool:
     """DynamoDB TTL semantics: an item whose `exp` (epoch seconds) has passed is gone, swept or not."""
-    exp = item.get("exp")
+    exp = item.get(keys.TTL)
     return exp is not None and exp * 1000 <= now_ms
 
 
@@ -75,16 +75,16 @@ def scan_hot(
     moved `flushed` past it meanwhile (and the sweeper removed items), the caller reads segments."""
     table: Table = backend.table_for(shard)
     pk = keys.shard_pk(queue, shard.id)
-    head_next, head_ts = head.get("next", 0), head.get("ts", 0)
+    head_next, head_ts = head.get(keys.HEAD_NEXT, 0), head.get(keys.HEAD_TS, 0)
     records: list[Record] = []
     seq = from_seq
     lo = max(0, seq - MAX_BATCH_MESSAGES + 1)  # an item holds at most one request: ≤ 100 messages
 
     def moved_past(position: int) -> bool:
-        return reread_head is not None and reread_head().get("flushed", 0) > position
+        return reread_head is not None and reread_head().get(keys.HEAD_FLUSHED, 0) > position
 
     for item in _items_from(table, pk, keys.msg_sk(lo)):
-        first, count = keys.seq_of(item["sk"]), item["n"]
+        first, count = keys.seq_of(item["sk"]), item[keys.ITEM_COUNT]
         if first >= head_next or len(records) >= limit:
             break
         if first + count <= seq:
@@ -92,12 +92,12 @@ def scan_hot(
         if first > seq:  # allocated but never written (or swept after a flush we did not see)
             if moved_past(seq):
                 return HotScan(records, seq, False, retry_cold=True)
-            if not gaps.gap_is_stale(now_ms, item["ts"]):
+            if not gaps.gap_is_stale(now_ms, item[keys.ITEM_TS]):
                 return HotScan(records, seq, True)
             if not gaps.seal_gap(table, pk, seq, first, now_ms):
                 return HotScan(records, seq, True)  # a late write landed or another reader sealed: re-read
             seq = first
-        if item.get("gap"):
+        if item.get(keys.ITEM_GAP):
             seq = first + count
             continue
         if expired(item, now_ms):
@@ -105,12 +105,12 @@ def scan_hot(
                 return HotScan(records, seq, False, retry_cold=True)
             seq = first + count  # past retention: gone
             continue
-        stored = list(decode_batch(item["d"]))
+        stored = list(decode_batch(item[keys.ITEM_DATA]))
         for s in range(seq, first + count):
             if len(records) >= limit:
                 return HotScan(records, s, False)
             seq = s + 1
-            if start_ms is not None and item["ts"] < start_ms:
+            if start_ms is not None and item[keys.ITEM_TS] < start_ms:
                 continue
             msg = stored[s - first]
             body = msg.body
@@ -121,7 +121,7 @@ def scan_hot(
                     shard=shard.id,
                     seq=s,
                     id=message_id(queue, shard.id, s),
-                    timestamp_ms=item["ts"],
+                    timestamp_ms=item[keys.ITEM_TS],
                     content_type=msg.content_type,
                     body=body,
                     partition_key=msg.partition_key,
@@ -268,7 +268,7 @@ class StreamReader:
         for shard in sorted(queue.shards, key=lambda s: s.id):
             head = self._head(queue, shard)
             first = self.read(queue.name, Position(), limit=1, shard=shard.id, queue=queue).records
-            last_seq = head.get("next", 0) - 1
+            last_seq = head.get(keys.HEAD_NEXT, 0) - 1
             out.append(
                 {
                     "shard": shard.id,
@@ -277,9 +277,11 @@ class StreamReader:
                     "children": [s.id for s in queue.shards if shard.id in s.parents],
                     "created_ms": shard.created_ms,
                     "first_offset": first[0].offset if first else None,
-                    "last_offset": offsets.encode(head.get("ts", 0), last_seq) if last_seq >= 0 else None,
-                    "flushed_seq": head.get("flushed", 0),
-                    "next_seq": head.get("next", 0),
+                    "last_offset": offsets.encode(head.get(keys.HEAD_TS, 0), last_seq)
+                    if last_seq >= 0
+                    else None,
+                    "flushed_seq": head.get(keys.HEAD_FLUSHED, 0),
+                    "next_seq": head.get(keys.HEAD_NEXT, 0),
                 }
             )
         return out
@@ -314,7 +316,7 @@ class StreamReader:
             given = {shards[0].id: given[-1]}
         for shard in shards:
             if shard.id in given:
-                head_next = self._head(queue, shard).get("next", 0)
+                head_next = self._head(queue, shard).get(keys.HEAD_NEXT, 0)
                 if given[shard.id] > head_next:
                     raise errors.InvalidOffset(
                         f"offset is past the end of shard {shard.id} (next sequence {head_next}): pass an "
@@ -322,7 +324,7 @@ class StreamReader:
                     )
                 seqs[shard.id] = given[shard.id]
             elif position.latest:
-                seqs[shard.id] = self._head(queue, shard).get("next", 0)
+                seqs[shard.id] = self._head(queue, shard).get(keys.HEAD_NEXT, 0)
             elif position.start_ms is not None:
                 seqs[shard.id] = self._seek_time(queue, shard, position.start_ms)
             else:
@@ -332,7 +334,7 @@ class StreamReader:
     def _head(self, queue: Queue, shard: Shard) -> dict[str, Any]:
         head = self.backend.table_for(shard).get(keys.shard_pk(queue, shard.id), keys.HEAD_SK) or {}
         with self._lock:
-            self._flushed[keys.shard_pk(queue, shard.id)] = head.get("flushed", 0)
+            self._flushed[keys.shard_pk(queue, shard.id)] = head.get(keys.HEAD_FLUSHED, 0)
         return head
 
     def _seek_time(self, queue: Queue, shard: Shard, start_ms: int) -> int:
@@ -346,7 +348,7 @@ class StreamReader:
                         return rec.seq
             seq = ref.last + 1
         head = self._head(queue, shard)
-        seq = max(seq, head.get("flushed", 0))
+        seq = max(seq, head.get(keys.HEAD_FLUSHED, 0))
         scan = scan_hot(self.backend, queue, shard, head, seq, 1, self.backend.clock(), start_ms=start_ms)
         return scan.records[0].seq if scan.records else scan.next_seq
 
@@ -386,7 +388,7 @@ class StreamReader:
                 if len(records) >= limit:
                     return records, seq
             head = self._head(queue, shard)
-            if seq < head.get("flushed", 0):
+            if seq < head.get(keys.HEAD_FLUSHED, 0):
                 continue  # the flusher moved on: more of it is in segments now
             scan = scan_hot(
                 self.backend,
