@@ -270,16 +270,14 @@ class Consumer:
                         return
                     state.read = state.read_item = first
                     view.dirty = True
-                if item.get(keys.ITEM_GAP) or expired(
-                    item, now
-                ):  # a sealed gap, or past retention (TTL): gone
+                # A sealed gap, or past retention (TTL): gone.
+                if item.get(keys.ITEM_GAP) or expired(item, now):
                     state.read = state.read_item = first + count
                     view.dirty = True
                     continue
                 state.read_item = first
-                if (
-                    item[keys.ITEM_TS] < start_ms
-                ):  # the whole item predates the group's start (timestamps >= start)
+                # The whole item predates the group's start (timestamps >= start).
+                if item[keys.ITEM_TS] < start_ms:
                     state.read = state.read_item = first + count
                     view.dirty = True
                     continue
