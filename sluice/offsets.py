@@ -29,3 +29,9 @@ def decode(offset: str) -> tuple[int, int]:
 def seq_key(seq: int) -> str:
     """Zero-padded so that sort keys order like the numbers."""
     return f"{seq:016d}"
+
+
+def sequence(position: str | int) -> int:
+    """The sequence of a position given either as a 32-digit offset or as a plain sequence number."""
+    text = str(position)
+    return decode(text)[1] if OFFSET_RE.match(text) else int(text)
