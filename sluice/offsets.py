@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-OFFSET_DIGITS = 32
 OFFSET_RE = re.compile(r"\A[0-9]{32}\Z")  # ASCII digits only, no trailing newline
 TIME_PREFIX_RE = re.compile(r"\A[0-9]{16}\Z")
 BEGINNING = "-"

@@ -111,17 +111,6 @@ class Table:
             )
         return deserialize(resp.get("Item"))
 
-    def batch_get(self, keys: Iterable[tuple[str, str]], *, consistent: bool = True) -> list[Item]:
-        """All existing items among `keys` (at most 100), retrying unprocessed keys."""
-        request = {"Keys": [serialize(key(pk, sk)) for pk, sk in keys], "ConsistentRead": consistent}
-        found: list[Item] = []
-        while request["Keys"]:
-            with aws.translated("DynamoDB"):
-                resp = self._client.batch_get_item(RequestItems={self.name: request})
-            found.extend(deserialize(raw) for raw in resp["Responses"].get(self.name, []))
-            request = resp.get("UnprocessedKeys", {}).get(self.name) or {"Keys": []}
-        return found
-
     def put(
         self,
         item: Mapping[str, Any],
