@@ -22,6 +22,7 @@ demo: install
 lint: install
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
+	$(RUN) mypy sluice lambdas glue_jobs stacks bench
 
 format: install
 	$(RUN) ruff format .

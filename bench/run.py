@@ -81,7 +81,7 @@ class Handlers:
         doc = json.loads(out) if out else None
         if status >= 300:
             raise RuntimeError(f"{method} {path} -> {status}: {doc}")
-        return route.function, doc["result"]
+        return route.function, None if doc is None else doc["result"]
 
 
 class AwsTimer:

@@ -1,6 +1,7 @@
-"""What the Glue/EMR jobs and the Spark data source share: `--key value` arguments, the session (Glue or
-plain Spark), API clients built on the executors (Bearer token or SigV4 with the job role), the output
-row shape, and reading S3 segment objects (docs/design.md "Segments").
+"""What the Glue/EMR jobs and the Spark data source share: the session (Glue or plain Spark), API clients
+built on the executors (Bearer token or SigV4 with the job role), the output row shape, and listing and
+getting S3 segment objects. The segment format itself (keys, NDJSON, covering) is `sluice.segmentformat`,
+the engine's own; the arguments are glue_jobs/arguments.py.
 
 Runs on Spark 3.5 (Glue 5 / EMR 7) and 4.x: only RDD/DataFrame APIs here. Executors import this module
 from the zip given to Glue with `--extra-py-files` (stacks/glue_artifact.py builds it).
@@ -8,18 +9,17 @@ from the zip given to Glue with `--extra-py-files` (stacks/glue_artifact.py buil
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import gzip
 import json
 import logging
 import os
-import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
+
+from sluice.segmentformat import NO_END, Record, SegmentName, queue_prefix, read_ranges, read_records
 
 LOG = logging.getLogger("sluice.jobs")
 
@@ -33,59 +33,14 @@ OUTPUT_COLUMNS = (
 CONTENTION_CODES = frozenset({10115, 10429})
 
 
-# --- arguments and session ---------------------------------------------------------------------------------
-
-
-# The default arguments the CDK stack (stacks/glue.py) sets on the Glue jobs, as this module's names.
-STACK_ARGUMENT_ALIASES = {
-    "sluice_api_url": "url",
-    "sluice_token_secret_arn": "token_secret_arn",
-    "sluice_segment_bucket": "bucket",
-    "sluice_output_path": "output",
-}
-
-
-def parse_args(argv: Sequence[str], defaults: dict[str, Any]) -> dict[str, Any]:
-    """`--key value` / `--key=value` pairs as Glue passes them (`--JOB_NAME x --queue q ...`). Names are
-    normalised to snake_case (the stack's `--sluice_api_url` etc. to `url` etc.), values converted to the
-    type of the default. Unknown Glue arguments (`--TempDir`, `--job-bookmark-option`, ...) are kept but
-    ignored; a bare `--flag` means true."""
-    out: dict[str, Any] = dict(defaults)
-    items = list(argv)
-    i = 0
-    while i < len(items):
-        item = items[i]
-        i += 1
-        if not item.startswith("--"):
-            continue
-        name, eq, value = item[2:].partition("=")
-        if not eq:
-            if i < len(items) and not items[i].startswith("--"):
-                value = items[i]
-                i += 1
-            else:
-                value = "true"
-        key = name.replace("-", "_")
-        key = STACK_ARGUMENT_ALIASES.get(key, key)
-        out[key] = _convert(value, defaults.get(key))
-    return out
-
-
-def _convert(value: str, default: Any) -> Any:
-    if isinstance(default, bool):
-        return value.lower() in ("1", "true", "yes", "on")
-    if isinstance(default, int):
-        return int(value)
-    if isinstance(default, float):
-        return float(value)
-    return value
+# --- session ---------------------------------------------------------------------------------
 
 
 def spark_session(app_name: str, master: str | None = None) -> tuple[Any, Any]:
     """(SparkSession, GlueContext or None): Glue's context when `awsglue` is there, else a plain
     SparkSession (local[*] unless a master is configured)."""
     try:
-        from awsglue.context import GlueContext  # type: ignore[import-not-found]
+        from awsglue.context import GlueContext
         from pyspark.context import SparkContext
 
         glue = GlueContext(SparkContext.getOrCreate())
@@ -202,33 +157,19 @@ def body_text(body: Any, content_type: str) -> str:
     return body
 
 
-def body_text_from_stored(raw: bytes, content_type: str) -> str:
-    """The `body` column from stored bytes (segments keep them as `body_b64`)."""
-    if content_type == "bytes":
-        return base64.b64encode(raw).decode()
-    return raw.decode()
-
-
 def ingest_date(timestamp_ms: int) -> str:
     """The partition column: the message's publish date (UTC), so a redelivered duplicate lands in the
     same partition as its first copy."""
     return dt.datetime.fromtimestamp(timestamp_ms / 1000, dt.UTC).strftime("%Y-%m-%d")
 
 
-# --- segments (docs/design.md: `segments/<queue>/<incarnation>/<shard>/<first>-<last>.ndjson.gz`) ------
-
-SEGMENT_KEY_RE = re.compile(
-    r"^segments/(?P<queue>[^/]+)/(?P<inc>[^/]+)/(?P<shard>\d+)/(?P<first>\d{16})-(?P<last>\d{16})\.ndjson\.gz$"
-)
+# --- segment objects in S3 -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class SegmentObject:
-    key: str
-    incarnation: str
-    shard: int
-    first: int
-    last: int  # inclusive
+class SegmentObject(SegmentName):
+    """A listed segment object: its name, and when it was written (0: unknown)."""
+
     last_modified_ms: int = 0
 
 
@@ -249,7 +190,6 @@ class S3Config:
     bucket: str
     endpoint_url: str | None = None
     region: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
 
     def client(self) -> Any:
         import boto3
@@ -258,43 +198,17 @@ class S3Config:
 
 
 def list_segments(s3: S3Config, queue: str, incarnation: str | None = None) -> list[SegmentObject]:
-    prefix = f"segments/{queue}/" + (f"{incarnation}/" if incarnation else "")
     client = s3.client()
     found: list[SegmentObject] = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=s3.bucket, Prefix=prefix):
+    pages = client.get_paginator("list_objects_v2").paginate(
+        Bucket=s3.bucket, Prefix=queue_prefix(queue, incarnation)
+    )
+    for page in pages:
         for obj in page.get("Contents", []):
-            match = SEGMENT_KEY_RE.match(obj["Key"])
-            if match and match["queue"] == queue:
-                found.append(
-                    SegmentObject(
-                        key=obj["Key"],
-                        incarnation=match["inc"],
-                        shard=int(match["shard"]),
-                        first=int(match["first"]),
-                        last=int(match["last"]),
-                        last_modified_ms=int(obj["LastModified"].timestamp() * 1000),
-                    )
-                )
+            seg = SegmentObject.parse(obj["Key"])
+            if seg is not None and seg.queue == queue:
+                found.append(replace(seg, last_modified_ms=int(obj["LastModified"].timestamp() * 1000)))
     return found
-
-
-def covering(segments: Sequence[SegmentObject]) -> list[SegmentObject]:
-    """Per (incarnation, shard), the segments to read so each sequence is read once: a compacted
-    segment and the level-0 ones it replaced may both still be listed; the widest wins, and a partial
-    overlap is trimmed by the caller through `lo`."""
-    by_shard: dict[tuple[str, int], list[SegmentObject]] = {}
-    for seg in segments:
-        by_shard.setdefault((seg.incarnation, seg.shard), []).append(seg)
-    chosen: list[SegmentObject] = []
-    for segs in by_shard.values():
-        segs.sort(key=lambda s: (s.first, -s.last))
-        covered = -1
-        for seg in segs:
-            if seg.last <= covered:
-                continue  # inside a wider segment already chosen
-            chosen.append(seg)
-            covered = seg.last
-    return chosen
 
 
 def plan_segment_tasks(
@@ -304,59 +218,48 @@ def plan_segment_tasks(
     end_ms: int | None = None,
     clock_skew_ms: int = 300_000,
 ) -> list[SegmentTask]:
-    """One task per object that can hold records of the range. `ranges`: shard -> [lo, hi) sequences
-    (absent shard: everything). Objects last written before `start_ms` (less a clock-skew margin) hold
-    only older records and are skipped without being read."""
+    """One task per object that can hold records of the range, each sequence in one task only (a
+    compacted segment and the ones it replaced may both be listed). `ranges`: shard -> [lo, hi)
+    sequences (absent shard: everything). Objects last written before `start_ms` (less a clock-skew
+    margin) hold only older records and are skipped without being read."""
+    by_shard: dict[tuple[str, int], list[SegmentObject]] = {}
+    for seg in segments:
+        by_shard.setdefault((seg.incarnation, seg.shard), []).append(seg)
     tasks: list[SegmentTask] = []
-    covered: dict[tuple[str, int], int] = {}
-    for seg in sorted(covering(segments), key=lambda s: (s.incarnation, s.shard, s.first)):
-        lo, hi = (ranges or {}).get(seg.shard, (0, 2**63))
-        lo = max(lo, seg.first, covered.get((seg.incarnation, seg.shard), -1) + 1)
-        hi = min(hi, seg.last + 1)
-        covered[(seg.incarnation, seg.shard)] = seg.last
-        if lo >= hi:
-            continue
-        if start_ms is not None and seg.last_modified_ms and seg.last_modified_ms < start_ms - clock_skew_ms:
-            continue
-        tasks.append(SegmentTask(seg.key, seg.shard, lo, hi, start_ms, end_ms))
+    for (_incarnation, shard), segs in sorted(by_shard.items()):
+        lo, hi = (ranges or {}).get(shard, (0, NO_END))
+        for seg, seg_lo, seg_hi in read_ranges(segs, lo, hi):
+            if (
+                start_ms is not None
+                and seg.last_modified_ms
+                and seg.last_modified_ms < start_ms - clock_skew_ms
+            ):
+                continue
+            tasks.append(SegmentTask(seg.key, shard, seg_lo, seg_hi, start_ms, end_ms))
     return tasks
 
 
-def read_segment(s3: S3Config, task: SegmentTask, client: Any = None) -> Iterator[dict[str, Any]]:
-    """Decode one gzip NDJSON segment object and yield the records of the task's range."""
+def read_segment(s3: S3Config, task: SegmentTask, client: Any = None) -> Iterator[Record]:
+    """The records of the task's range in one segment object."""
     client = client or s3.client()
-    raw = client.get_object(Bucket=s3.bucket, Key=task.key)["Body"].read()
-    for line in gzip.decompress(raw).splitlines():
-        if not line.strip():
-            continue
-        rec = json.loads(line)
-        seq = rec["seq"]
-        if seq < task.lo or seq >= task.hi:
-            continue
-        ts = rec["timestamp_ms"]
-        if (task.start_ms is not None and ts < task.start_ms) or (
-            task.end_ms is not None and ts >= task.end_ms
-        ):
-            continue
-        yield rec
+    data = client.get_object(Bucket=s3.bucket, Key=task.key)["Body"].read()
+    return read_records(data, task.lo, task.hi, task.start_ms, task.end_ms)
 
 
-def segment_row(rec: dict[str, Any]) -> tuple[Any, ...]:
+def segment_row(rec: Record) -> tuple[Any, ...]:
     """A segment record as an output row: the common columns, then offset, shard, seq."""
-    content_type = rec.get("content_type", "json")
-    body = body_text_from_stored(base64.b64decode(rec["body_b64"]), content_type)
     return (
-        rec["id"],
-        body,
-        content_type,
-        rec.get("attributes") or {},
-        rec.get("partition_key"),
-        rec["timestamp_ms"],
+        rec.id,
+        rec.body_text(),
+        rec.content_type,
+        rec.attributes,
+        rec.partition_key,
+        rec.timestamp_ms,
         None,
-        rec["offset"],
-        rec["shard"],
-        rec["seq"],
-        ingest_date(rec["timestamp_ms"]),
+        rec.offset,
+        rec.shard,
+        rec.seq,
+        ingest_date(rec.timestamp_ms),
     )
 
 

@@ -69,6 +69,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script from the repo; on Glue/spark-submit the zip is on sys.path
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from glue_jobs.arguments import ArgumentError, check, parse_args
 from glue_jobs.common import (
     CONTENTION_CODES,
     OUTPUT_COLUMNS,
@@ -77,7 +78,6 @@ from glue_jobs.common import (
     call_with_conflict_retry,
     configure_logging,
     ingest_date,
-    parse_args,
     resolve_token,
     spark_session,
 )
@@ -87,30 +87,47 @@ PULL_OUTPUT_SCHEMA = OUTPUT_COLUMNS + ", pulled_at_ms bigint, run_id string, rou
 LEASES_PER_CALL = 1000  # the API's limit for acks and lease extensions per request
 CRASH_ENV = "SLUICE_JOB_CRASH_AFTER_WRITE_ROUND"  # fault injection: SIGKILL after round N's write
 
-DEFAULTS: dict[str, Any] = {
-    "url": "",
-    "queue": "",
-    "output": "",
-    "token": "",
-    "token_secret_arn": "",
-    "auth": "token",
-    "region": "",
-    "consumer_group": "default",
-    "parallelism": 0,
-    "batch_size": 100,
-    "round_messages": 10_000,
-    "round_seconds": 30.0,
-    "expected_write_seconds": 60.0,
-    "visibility_timeout_ms": 0,
-    "wait_time_ms": 1000,
-    "idle_timeout_seconds": 10.0,
-    "max_messages": 0,
-    "max_seconds": 0.0,
-    "compression": "snappy",
-    "summary_path": "",
-    "verify_output": False,
-    "master": "",
-}
+
+@dataclass(frozen=True)
+class PullArgs:
+    """The job's arguments (see the module docstring)."""
+
+    url: str
+    queue: str
+    output: str
+    token: str | None = None
+    token_secret_arn: str | None = None
+    auth: str = "token"
+    region: str | None = None
+    consumer_group: str = "default"
+    parallelism: int = 0
+    batch_size: int = 100
+    round_messages: int = 10_000
+    round_seconds: float = 30.0
+    expected_write_seconds: float = 60.0
+    visibility_timeout_ms: int = 0
+    wait_time_ms: int = 1000
+    idle_timeout_seconds: float = 10.0
+    max_messages: int = 0
+    max_seconds: float = 0.0
+    compression: str = "snappy"
+    summary_path: str | None = None
+    verify_output: bool = False
+    master: str | None = None
+    job_name: str = "sluice-pull-consumer"
+
+    def __post_init__(self) -> None:
+        check(all((self.url, self.queue, self.output)), "--url, --queue and --output must not be empty")
+        check(self.auth in ("token", "iam"), f"--auth must be token or iam, not {self.auth!r}")
+        check(
+            self.auth == "iam" or bool(self.token or self.token_secret_arn),
+            "give --token or --token-secret-arn (or --auth iam)",
+        )
+        check(1 <= self.batch_size <= 100, f"--batch-size must be 1..100, not {self.batch_size}")
+        check(self.round_messages > 0, "--round-messages must be positive")
+        check(self.round_seconds > 0, "--round-seconds must be positive")
+        for name in ("parallelism", "visibility_timeout_ms", "wait_time_ms", "max_messages", "max_seconds"):
+            check(getattr(self, name) >= 0, f"--{name.replace('_', '-')} must not be negative")
 
 
 @dataclass
@@ -274,31 +291,26 @@ def pin(rdd: Any) -> Any:
     return rdd
 
 
-def run(spark: Any, args: dict[str, Any], *, spark_startup_seconds: float = 0.0) -> Summary:
+def run(spark: Any, args: PullArgs, *, spark_startup_seconds: float = 0.0) -> Summary:
     """Drain the queue in rounds (pull on executors → Parquet commit → ack). Returns the run summary."""
-    for required in ("url", "queue", "output"):
-        if not args.get(required):
-            raise SystemExit(f"--{required.replace('_', '-')} is required")
-    a = {**DEFAULTS, **args}
-    region = a["region"] or None
     api = ApiConfig(
-        url=a["url"],
-        token=resolve_token(a["token"] or None, a["token_secret_arn"] or None, region),
-        auth=a["auth"],
-        region=region,
+        url=args.url,
+        token=resolve_token(args.token, args.token_secret_arn, args.region),
+        auth=args.auth,
+        region=args.region,
     )
     if api.auth != "iam" and not api.token:
-        raise SystemExit("give --token or --token-secret-arn (or --auth iam)")
+        raise SystemExit("the secret behind --token-secret-arn holds no token")
     sc = spark.sparkContext
-    n_tasks = a["parallelism"] or sc.defaultParallelism
-    vis_ms = a["visibility_timeout_ms"] or int(
-        (a["round_seconds"] + a["expected_write_seconds"]) * 1000 + 10_000
+    n_tasks = args.parallelism or sc.defaultParallelism
+    vis_ms = args.visibility_timeout_ms or int(
+        (args.round_seconds + args.expected_write_seconds) * 1000 + 10_000
     )
-    if vis_ms < a["round_seconds"] * 1000:
+    if vis_ms < args.round_seconds * 1000:
         LOG.warning("visibility timeout %d ms is shorter than a round; the lease keeper will extend", vis_ms)
-    queue, group = a["queue"], a["consumer_group"]
+    queue, group = args.queue, args.consumer_group
     client = api.client()
-    summary = Summary(queue=queue, output=a["output"], run_id=uuid.uuid4().hex[:12])
+    summary = Summary(queue=queue, output=args.output, run_id=uuid.uuid4().hex[:12])
     summary.spark_startup_seconds = spark_startup_seconds
     seen: set[str] = set()
     started = time.monotonic()
@@ -306,25 +318,25 @@ def run(spark: Any, args: dict[str, Any], *, spark_startup_seconds: float = 0.0)
     crash_round = int(os.environ.get(CRASH_ENV, "0"))
     LOG.info(
         "pulling %r (group %r) with %d tasks, rounds of %d messages, visibility %d ms, into %s",
-        queue, group, n_tasks, a["round_messages"], vis_ms, a["output"],
+        queue, group, n_tasks, args.round_messages, vis_ms, args.output,
     )  # fmt: skip
     try:
         while True:
             elapsed = time.monotonic() - started
-            want = a["round_messages"]
-            if a["max_messages"]:
-                want = min(want, a["max_messages"] - summary.messages)
-            if want <= 0 or (a["max_seconds"] and elapsed >= a["max_seconds"]):
+            want = args.round_messages
+            if args.max_messages:
+                want = min(want, args.max_messages - summary.messages)
+            if want <= 0 or (args.max_seconds and elapsed >= args.max_seconds):
                 break
             round_no = summary.rounds + 1
-            round_seconds = a["round_seconds"]
-            if a["max_seconds"]:
-                round_seconds = max(1.0, min(round_seconds, a["max_seconds"] - elapsed))
+            round_seconds = args.round_seconds
+            if args.max_seconds:
+                round_seconds = max(1.0, min(round_seconds, args.max_seconds - elapsed))
             quota = math.ceil(want / n_tasks)
             t0 = time.monotonic()
             pulled = sc.parallelize(range(n_tasks), n_tasks).mapPartitionsWithIndex(
                 _pull_task(
-                    api, queue, group, quota, a["batch_size"], vis_ms, a["wait_time_ms"],
+                    api, queue, group, quota, args.batch_size, vis_ms, args.wait_time_ms,
                     round_seconds, summary.run_id, round_no,
                 )
             )  # fmt: skip
@@ -343,9 +355,9 @@ def run(spark: Any, args: dict[str, Any], *, spark_startup_seconds: float = 0.0)
                 if summary.backlog == 0:
                     break  # drained
                 idle_since = idle_since or time.monotonic()
-                if time.monotonic() - idle_since >= a["idle_timeout_seconds"]:
+                if time.monotonic() - idle_since >= args.idle_timeout_seconds:
                     LOG.info("nothing to pull for %.0f s while %s in flight elsewhere; stopping",
-                             a["idle_timeout_seconds"], summary.backlog)  # fmt: skip
+                             args.idle_timeout_seconds, summary.backlog)  # fmt: skip
                     break
                 time.sleep(1.0)
                 continue
@@ -358,8 +370,8 @@ def run(spark: Any, args: dict[str, Any], *, spark_startup_seconds: float = 0.0)
                 (
                     frame.write.mode("append")
                     .partitionBy("ingest_date")
-                    .option("compression", a["compression"])
-                    .parquet(a["output"])
+                    .option("compression", args.compression)
+                    .parquet(args.output)
                 )
                 summary.write_seconds += time.monotonic() - t1
                 if round_no == crash_round:
@@ -388,26 +400,29 @@ def run(spark: Any, args: dict[str, Any], *, spark_startup_seconds: float = 0.0)
 def main(argv: list[str] | None = None) -> Summary:
     configure_logging()
     t0 = time.monotonic()
-    args = parse_args(sys.argv[1:] if argv is None else argv, DEFAULTS)
-    spark, glue = spark_session("sluice-pull-consumer", args["master"] or None)
+    try:
+        args = parse_args(PullArgs, sys.argv[1:] if argv is None else argv)
+    except ArgumentError as exc:
+        raise SystemExit(f"pull_consumer: {exc}") from None
+    spark, glue = spark_session("sluice-pull-consumer", args.master)
     startup = time.monotonic() - t0
     job = None
     if glue is not None:
-        from awsglue.job import Job  # type: ignore[import-not-found]
+        from awsglue.job import Job
 
         job = Job(glue)
-        job.init(args.get("JOB_NAME", "sluice-pull-consumer"), args)
+        job.init(args.job_name, {"JOB_NAME": args.job_name})  # bookmarks are off: nothing else is read
     summary = run(spark, args, spark_startup_seconds=startup)
     report = summary.as_dict()
     report["spark_startup_share"] = round(startup / summary.seconds, 3) if summary.seconds else 0.0
-    if args.get("verify_output") and summary.messages:
+    if args.verify_output and summary.messages:
         from pyspark.sql import functions as F
 
-        counts = spark.read.parquet(args["output"]).agg(F.count("*"), F.countDistinct("id")).first()
+        counts = spark.read.parquet(args.output).agg(F.count("*"), F.countDistinct("id")).first()
         report["output_rows"], report["output_distinct_ids"] = int(counts[0]), int(counts[1])
     LOG.info("summary: %s", json.dumps(report))
-    if args.get("summary_path"):
-        with open(args["summary_path"], "w") as fh:
+    if args.summary_path:
+        with open(args.summary_path, "w") as fh:
             json.dump(report, fh)
     if job is not None:
         job.commit()

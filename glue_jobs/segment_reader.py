@@ -38,76 +38,87 @@ import logging
 import os
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from glue_jobs.arguments import ArgumentError, check, parse_args
 from glue_jobs.common import (
     SEGMENT_COLUMNS,
     S3Config,
     SegmentTask,
     configure_logging,
     list_segments,
-    parse_args,
     plan_segment_tasks,
     read_segment,
     segment_row,
     spark_session,
 )
+from sluice import offsets
+from sluice.segmentformat import NO_END
 
 LOG = logging.getLogger("sluice.segment_reader")
 
-DEFAULTS: dict[str, Any] = {
-    "bucket": "",
-    "queue": "",
-    "output": "",
-    "incarnation": "",
-    "shards": "",
-    "start_time_ms": 0,
-    "end_time_ms": 0,
-    "starting_offsets": "",
-    "ending_offsets": "",
-    "endpoint_url": "",
-    "region": "",
-    "max_tasks": 0,
-    "mode": "append",
-    "master": "",
-}
+
+@dataclass(frozen=True)
+class ReaderArgs:
+    """The job's arguments (see the module docstring); `output` is needed only to run it as a job."""
+
+    bucket: str
+    queue: str
+    output: str | None = None
+    incarnation: str | None = None
+    shards: tuple[int, ...] = ()
+    start_time_ms: int | None = None
+    end_time_ms: int | None = None
+    starting_offsets: str | None = None
+    ending_offsets: str | None = None
+    endpoint_url: str | None = None
+    region: str | None = None
+    max_tasks: int = 0
+    mode: str = "append"
+    master: str | None = None
+    job_name: str = "sluice-segment-reader"
+
+    def __post_init__(self) -> None:
+        check(bool(self.bucket) and bool(self.queue), "--bucket and --queue must not be empty")
+        check(self.mode in ("append", "overwrite"), f"--mode must be append or overwrite, not {self.mode!r}")
+        check(self.max_tasks >= 0, "--max-tasks must be 0 (one task per object) or more")
+        self.ranges()  # refuse malformed offsets before anything runs
+
+    def ranges(self) -> dict[int, tuple[int, int]]:
+        """shard -> [lo, hi) sequences from the offset arguments (a shard named in neither: everything)."""
+        start = _positions("--starting-offsets", self.starting_offsets)
+        end = _positions("--ending-offsets", self.ending_offsets)
+        return {s: (start.get(s, 0), end.get(s, NO_END)) for s in set(start) | set(end)}
 
 
-def _seq(value: Any) -> int:
-    """A 32-digit offset's sequence (its last 16 digits), or a plain sequence number."""
-    text = str(value)
-    return int(text[16:]) if len(text) == 32 and text.isdigit() else int(text)
+def _positions(name: str, text: str | None) -> dict[int, int]:
+    """JSON {"<shard>": "<32-digit offset>" | seq} -> shard -> seq."""
+    if not text:
+        return {}
+    try:
+        doc = json.loads(text)
+        if not isinstance(doc, dict):
+            raise ValueError("not a JSON object")
+        return {int(shard): offsets.sequence(position) for shard, position in doc.items()}
+    except ValueError as exc:
+        raise ArgumentError(f'{name}: expected {{"<shard>": <offset or seq>}}, got {text!r} ({exc})') from exc
 
 
-def sequence_ranges(starting: str, ending: str) -> dict[int, tuple[int, int]]:
-    """shard -> [lo, hi) from the offset arguments (a shard named in neither: everything)."""
-    start = {int(k): _seq(v) for k, v in json.loads(starting).items()} if starting else {}
-    end = {int(k): _seq(v) for k, v in json.loads(ending).items()} if ending else {}
-    return {s: (start.get(s, 0), end.get(s, 2**63)) for s in set(start) | set(end)}
-
-
-def read(spark: Any, args: dict[str, Any]) -> Any:
+def read(spark: Any, args: ReaderArgs) -> Any:
     """The records of the range as a DataFrame (SEGMENT_COLUMNS); nothing is read on the driver."""
-    a = {**DEFAULTS, **args}
-    for required in ("bucket", "queue"):
-        if not a[required]:
-            raise SystemExit(f"--{required} is required")
-    s3 = S3Config(a["bucket"], a["endpoint_url"] or None, a["region"] or None)
-    ranges = sequence_ranges(a["starting_offsets"], a["ending_offsets"])
-    segments = list_segments(s3, a["queue"], a["incarnation"] or None)
-    if a["shards"]:
-        wanted = {int(x) for x in str(a["shards"]).split(",") if x.strip()}
-        segments = [seg for seg in segments if seg.shard in wanted]
-    tasks = plan_segment_tasks(
-        segments, ranges, a["start_time_ms"] or None, a["end_time_ms"] or None
-    )  # fmt: skip
+    s3 = S3Config(args.bucket, args.endpoint_url, args.region)
+    segments = list_segments(s3, args.queue, args.incarnation)
+    if args.shards:
+        segments = [seg for seg in segments if seg.shard in args.shards]
+    tasks = plan_segment_tasks(segments, args.ranges(), args.start_time_ms, args.end_time_ms)
     LOG.info("%d segment objects listed, %d to read", len(segments), len(tasks))
     if not tasks:
         return spark.createDataFrame([], SEGMENT_COLUMNS)
-    slices = min(len(tasks), a["max_tasks"]) if a["max_tasks"] else len(tasks)
+    slices = min(len(tasks), args.max_tasks) if args.max_tasks else len(tasks)
 
     def read_partition(part: Any) -> Any:
         client = s3.client()
@@ -122,16 +133,18 @@ def read(spark: Any, args: dict[str, Any]) -> Any:
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
     t0 = time.monotonic()
-    args = parse_args(sys.argv[1:] if argv is None else argv, DEFAULTS)
-    if not args["output"]:
-        raise SystemExit("--output is required")
-    spark, _glue = spark_session("sluice-segment-reader", args["master"] or None)
+    try:
+        args = parse_args(ReaderArgs, sys.argv[1:] if argv is None else argv)
+        check(bool(args.output), "--output is required")
+    except ArgumentError as exc:
+        raise SystemExit(f"segment_reader: {exc}") from None
+    spark, _glue = spark_session("sluice-segment-reader", args.master)
     frame = read(spark, args)
-    frame.write.mode(args["mode"]).partitionBy("ingest_date").parquet(args["output"])
-    LOG.info("wrote the range to %s in %.1f s", args["output"], time.monotonic() - t0)
+    frame.write.mode(args.mode).partitionBy("ingest_date").parquet(args.output)
+    LOG.info("wrote the range to %s in %.1f s", args.output, time.monotonic() - t0)
 
 
-__all__ = ["DEFAULTS", "SegmentTask", "main", "read", "sequence_ranges"]
+__all__ = ["ReaderArgs", "SegmentTask", "main", "read"]
 
 if __name__ == "__main__":
     main()

@@ -56,14 +56,9 @@ from glue_jobs.common import (
     resolve_token,
     segment_row,
 )
+from sluice import offsets
 
-NO_END = 2**63
 TAIL_PAGE = 1000
-
-
-def _seq(value: Any) -> int:
-    text = str(value)
-    return int(text[16:]) if len(text) == 32 and text.isdigit() else int(text)
 
 
 @dataclass(frozen=True)
@@ -125,12 +120,12 @@ class _Source:
         for seg in segments:
             heads[seg.shard] = max(heads.get(seg.shard, 0), seg.last + 1)
         if self.api is not None:
-            for shard, nxt in self._api_heads().items():
+            for shard, nxt in self._api_heads(self.api).items():
                 heads[shard] = max(heads.get(shard, 0), nxt)
         return heads
 
-    def _api_heads(self) -> dict[int, int]:
-        client = self.api.client()
+    def _api_heads(self, api: ApiConfig) -> dict[int, int]:
+        client = api.client()
         try:
             result = client.request("GET", f"/v1/queues/{self.queue}/shards")
         finally:
@@ -142,9 +137,9 @@ class _Source:
             if "next_seq" in item:
                 heads[shard] = int(item["next_seq"])
             elif item.get("next_offset"):
-                heads[shard] = _seq(item["next_offset"])
+                heads[shard] = offsets.sequence(item["next_offset"])
             elif item.get("last_offset"):
-                heads[shard] = _seq(item["last_offset"]) + 1
+                heads[shard] = offsets.sequence(item["last_offset"]) + 1
         return heads
 
     def plan(
@@ -170,18 +165,20 @@ class _Source:
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         if isinstance(partition, SegmentPartition):
+            if self.s3 is None or not partition.tasks:
+                return  # the placeholder partition of a read that planned nothing (maybe without a bucket)
             client = self.s3.client()
             for task in partition.tasks:
                 for rec in read_segment(self.s3, task, client):
                     yield segment_row(rec)
-        elif isinstance(partition, TailPartition):
-            yield from self._read_tail(partition)
+        elif isinstance(partition, TailPartition) and self.api is not None:
+            yield from self._read_tail(self.api, partition)
 
-    def _read_tail(self, part: TailPartition) -> Iterator[tuple[Any, ...]]:
-        client = self.api.client()
+    def _read_tail(self, api: ApiConfig, part: TailPartition) -> Iterator[tuple[Any, ...]]:
+        client = api.client()
         # Records strictly after `offset`: the offset just before `lo` (its time part is unknown here, so
         # a 0 prefix; records before `lo` that come back are skipped).
-        offset = "-" if part.lo == 0 else f"{0:016d}{part.lo - 1:016d}"
+        offset = offsets.BEGINNING if part.lo == 0 else offsets.encode(0, part.lo - 1)
         try:
             while True:
                 result = client.request(
@@ -191,7 +188,7 @@ class _Source:
                 )
                 records = result.get("records") or []
                 for rec in records:
-                    seq = _seq(rec["offset"])
+                    seq = offsets.sequence(rec["offset"])
                     if seq >= part.hi:
                         return
                     ts = rec["timestamp_ms"]
@@ -231,7 +228,7 @@ def _offsets_arg(value: str, heads: dict[int, int], default: int | None) -> dict
         return {s: 0 for s in heads} if default is None else {s: default for s in heads}
     if value == "latest":
         return dict(heads)
-    return {int(k): _seq(v) for k, v in json.loads(value).items()}
+    return {int(k): offsets.sequence(v) for k, v in json.loads(value).items()}
 
 
 class SluiceBatchReader(DataSourceReader):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-OFFSET_DIGITS = 32
 OFFSET_RE = re.compile(r"\A[0-9]{32}\Z")  # ASCII digits only, no trailing newline
 TIME_PREFIX_RE = re.compile(r"\A[0-9]{16}\Z")
 BEGINNING = "-"
@@ -29,3 +28,9 @@ def decode(offset: str) -> tuple[int, int]:
 def seq_key(seq: int) -> str:
     """Zero-padded so that sort keys order like the numbers."""
     return f"{seq:016d}"
+
+
+def sequence(position: str | int) -> int:
+    """The sequence of a position given either as a 32-digit offset or as a plain sequence number."""
+    text = str(position)
+    return decode(text)[1] if OFFSET_RE.match(text) else int(text)

@@ -1,82 +1,26 @@
-"""S3 segments: the cold tier of every shard, in the format shared by the shard worker, stream reads
-and the Spark jobs (the contract is in docs/design.md, "Segments").
+"""S3 segments, the engine's side: the index of a shard's segments in the control table and storing
+segment objects through the backend. The format itself (key, NDJSON lines, covering) is
+`sluice.segmentformat`, shared with the Glue jobs; docs/design.md "Segments" has the contract.
 
-- Object key: `segments/<queue>/<incarnation>/<shard>/<first seq 16d>-<last seq 16d>.ndjson.gz`.
-- Content: gzip-compressed NDJSON, one record per line in sequence order (`Record.to_json`); gap
-  tombstones are not written, so a segment's `count` may be smaller than its range.
 - Index: control-table items `pk = SEG#<queue>#<incarnation>#<shard>`, `sk = <first seq 16d>` with
   `last`, `key`, `count`, `bytes`, `min_ts`, `max_ts`, `level`. A compacted segment replaces the
   ones it covers; readers tolerate a moment where both are listed (`covering` skips overlaps).
-
-Public API (stable; other engineers code against it):
-`segment_key`, `index_pk`, `encode_segment(records) -> bytes`, `decode_segment(bytes) -> Iterator[dict]`,
-`list_segments(backend, queue, shard, from_seq=0) -> list[SegmentRef]`, `covering(refs, from_seq)`,
-`read_segment(backend, ref, from_seq=0) -> Iterator[Record]`, `write_segment(...) -> SegmentRef`,
-`put_index`, `delete_index`.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import gzip
-import json
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sluice import offsets
 from sluice.adapters.dynamo import ConditionFailed
 from sluice.engine.backend import Backend
 from sluice.models import Queue
+from sluice.segmentformat import Record, covering, decode_segment, encode_segment, read_records, segment_key
 
-SEGMENT_PREFIX = "segments"
 INDEX_PK_PREFIX = "SEG#"
-
-
-@dataclass
-class Record:
-    """One stored message as readers see it: where it is (shard, seq, offset) and what it holds."""
-
-    shard: int
-    seq: int
-    id: str
-    timestamp_ms: int
-    content_type: str
-    body: bytes
-    partition_key: str | None = None
-    attributes: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def offset(self) -> str:
-        return offsets.encode(self.timestamp_ms, self.seq)
-
-    def to_json(self) -> dict[str, Any]:
-        """The NDJSON line of the segment contract."""
-        return {
-            "offset": self.offset,
-            "shard": self.shard,
-            "seq": self.seq,
-            "id": self.id,
-            "timestamp_ms": self.timestamp_ms,
-            "content_type": self.content_type,
-            "body_b64": base64.b64encode(self.body).decode(),
-            "partition_key": self.partition_key,
-            "attributes": self.attributes,
-        }
-
-    @classmethod
-    def from_json(cls, line: dict[str, Any]) -> Record:
-        return cls(
-            shard=line["shard"],
-            seq=line["seq"],
-            id=line["id"],
-            timestamp_ms=line["timestamp_ms"],
-            content_type=line["content_type"],
-            body=base64.b64decode(line["body_b64"]),
-            partition_key=line.get("partition_key"),
-            attributes=line.get("attributes") or {},
-        )
 
 
 @dataclass(frozen=True)
@@ -125,30 +69,8 @@ class SegmentRef:
         )
 
 
-def segment_key(queue: str, incarnation: str, shard: int, first: int, last: int) -> str:
-    return (
-        f"{SEGMENT_PREFIX}/{queue}/{incarnation}/{shard}/"
-        f"{offsets.seq_key(first)}-{offsets.seq_key(last)}.ndjson.gz"
-    )
-
-
 def index_pk(queue: str, incarnation: str, shard: int) -> str:
     return f"{INDEX_PK_PREFIX}{queue}#{incarnation}#{shard}"
-
-
-def encode_segment(records: Iterable[Record]) -> bytes:
-    """Gzip-compressed NDJSON (deterministic: the same records give the same bytes)."""
-    lines = "".join(
-        json.dumps(r.to_json(), separators=(",", ":"), ensure_ascii=False) + "\n" for r in records
-    )
-    return gzip.compress(lines.encode(), compresslevel=6, mtime=0)
-
-
-def decode_segment(data: bytes) -> Iterator[dict[str, Any]]:
-    """The NDJSON lines of a segment object, as dicts (`Record.from_json` turns one into a Record)."""
-    for line in gzip.decompress(data).splitlines():
-        if line.strip():
-            yield json.loads(line)
 
 
 def list_segments(backend: Backend, queue: Queue, shard: int, from_seq: int = 0) -> list[SegmentRef]:
@@ -161,28 +83,13 @@ def list_segments(backend: Backend, queue: Queue, shard: int, from_seq: int = 0)
     return [r for r in refs if r.last >= from_seq]
 
 
-def covering(refs: Sequence[SegmentRef], from_seq: int) -> list[SegmentRef]:
-    """The segments to read, in order, for sequences from `from_seq`: overlapping entries (seen while a
-    compaction swaps the index) are skipped, preferring the one that reaches further."""
-    chosen: list[SegmentRef] = []
-    need = from_seq
-    for ref in sorted(refs, key=lambda r: (r.first, -r.last)):
-        if ref.last < need:
-            continue
-        chosen.append(ref)
-        need = ref.last + 1
-    return chosen
-
-
 def read_segment(backend: Backend, ref: SegmentRef, from_seq: int = 0) -> Iterator[Record]:
     """The records of one segment with seq >= `from_seq`. Raises SegmentGone when the object was
     replaced by a compaction since the index was read (list again and retry)."""
     data = backend.bucket.get(ref.key)
     if data is None:
         raise SegmentGone(ref.key)
-    for line in decode_segment(data):
-        if line["seq"] >= from_seq:
-            yield Record.from_json(line)
+    yield from read_records(data, lo=from_seq)
 
 
 def write_segment(

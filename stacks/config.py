@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from constructs import Node
@@ -90,9 +90,6 @@ class SluiceConfig:
     def push_lambda_target_list(self) -> list[str]:
         raw = self.push_lambda_targets.replace("{stage}", self.stage)
         return [t.strip() for t in raw.split(",") if t.strip()]
-
-    def to_context(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _coerce(raw: Any, typ: type) -> Any:

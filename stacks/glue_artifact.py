@@ -37,7 +37,9 @@ def shipped_files(root: Path = REPO_ROOT) -> list[Path]:
     entries = sorted((root / JOBS_PACKAGE).glob("*.py"))
     for script in entries:
         finder.run_script(str(script))
-    found = {Path(m.__file__).resolve() for m in finder.modules.values() if m.__file__}
+    # modulefinder.Module sets `__file__` (None for built-ins), which typeshed does not declare
+    files = (getattr(m, "__file__", None) for m in finder.modules.values())
+    found = {Path(f).resolve() for f in files if f}
     found.update(p.resolve() for p in entries)
     inside = (p for p in found if p.is_relative_to(root.resolve()) and p.suffix == ".py")
     return sorted(p.relative_to(root.resolve()) for p in inside)

@@ -6,6 +6,8 @@ Environment-agnostic (no account/region at synth): ARNs use `Aws.REGION`/`Aws.AC
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import CfnOutput, Fn, Stack, Tags
 from constructs import Construct
 
@@ -31,9 +33,7 @@ GLUE_TOKEN_COMMAND = (
 
 
 class SluiceStack(Stack):
-    def __init__(
-        self, scope: Construct, construct_id: str, *, config: SluiceConfig, **kwargs: object
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, config: SluiceConfig, **kwargs: Any) -> None:
         super().__init__(
             scope, construct_id, description=f"Sluice serverless sharded queues ({config.stage})", **kwargs
         )

@@ -5,9 +5,9 @@ recovery and AWS-managed encryption. The local runtime reads these definitions b
 so what is defined here is what `sluice local` creates on moto.
 
 Segment bucket layout and lifecycle (anything not listed lives until the engine deletes it):
-- `segments/<queue>/<shard>/...`  flushed segments. Retention of non-bottomless queues is per queue, so
-  the shard function deletes expired segments itself; a bucket rule cannot know a queue's retention.
-- `segments/tmp/`                 compaction scratch objects: expire after 1 day.
+- `segments/<queue>/<incarnation>/<shard>/...`  flushed segments. Retention of non-bottomless queues is
+  per queue, so the shard function deletes expired segments itself; a bucket rule cannot know a queue's
+  retention, and no rule may name a prefix under `segments/` (`segments/tmp/` is queue "tmp").
 - `overflow/`                     message bodies too large for a DynamoDB item: expire after 15 days
   (longer than the 14-day maximum hot retention).
 - `glue/tmp/`                     Glue `--TempDir`: expires after 7 days.
@@ -25,7 +25,6 @@ from constructs import Construct
 from sluice import constants as c
 
 SEGMENTS_PREFIX = "segments/"
-SEGMENTS_TMP_PREFIX = "segments/tmp/"
 OVERFLOW_PREFIX = "overflow/"
 GLUE_TMP_PREFIX = "glue/tmp/"
 EXPORTS_PREFIX = "exports/"
@@ -64,9 +63,6 @@ class Storage(Construct):
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(1)
-                ),
-                s3.LifecycleRule(
-                    id="expire-segment-scratch", prefix=SEGMENTS_TMP_PREFIX, expiration=Duration.days(1)
                 ),
                 s3.LifecycleRule(id="expire-overflow", prefix=OVERFLOW_PREFIX, expiration=Duration.days(15)),
                 s3.LifecycleRule(id="expire-glue-tmp", prefix=GLUE_TMP_PREFIX, expiration=Duration.days(7)),

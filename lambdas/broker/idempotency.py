@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sluice import errors
 from sluice.adapters import aws
@@ -102,7 +102,8 @@ def once(
     )
 
     config, run = _guarded()
-    config.register_lambda_context(_InProgressWindow(context))
+    # Powertools reads only get_remaining_time_in_millis() from the context it is given
+    config.register_lambda_context(cast("LambdaContext", _InProgressWindow(context)))
     try:
         return run(call={"queue": queue, "key": key, "request": request}, send=send)
     except IdempotencyValidationError as exc:

@@ -120,8 +120,8 @@ def ack_warnings(name: str, warnings: list[str], lease_ids: list[str], major: in
             labels[message_id(queue, lease.shard, lease.seq)] = lease_id
     by_lease: dict[str, str] = {}
     for text in warnings:
-        lease = next((lid for label, lid in labels.items() if label in text), f"warning-{len(by_lease)}")
-        by_lease[lease] = text
+        named = next((lid for label, lid in labels.items() if label in text), f"warning-{len(by_lease)}")
+        by_lease[named] = text
     return by_lease
 
 

@@ -82,7 +82,7 @@ def protocol_errors(fn: Callable[[], Response[Any]]) -> Callable[[], Response[An
     The wrapper has no return annotation on purpose: Powertools' validation then passes the Response
     through as built instead of serialising its body as a model (bodies here are raw bytes)."""
 
-    def wrapper():  # type: ignore[no-untyped-def]
+    def wrapper():
         try:
             return fn()
         except errors.SluiceError as exc:

@@ -22,13 +22,14 @@ def service() -> Sluice:
 
     def read_mirror(queue: str, force: bool) -> str | None:
         try:
-            return provider.get(
+            value = provider.get(
                 f"{backend_mirror_name}/{queue}",
                 max_age=int(settings.shard_map_ttl_seconds),
                 force_fetch=force,
             )
         except GetParameterError:
             return None
+        return value if isinstance(value, str) else None  # untransformed: always the string
 
     secrets = parameters.SecretsProvider(boto3_client=aws.client("secretsmanager", settings.aws_endpoint_url))
 

@@ -104,10 +104,11 @@ def peek(account_id: str, queue_id: str, body: Annotated[CfPeek | None, Body()] 
     peeked = Peeker(engine.operations, engine.consumer).peek(
         queue_name(queue_id), (body or CfPeek()).batch_size
     )
-    messages, size = [], 0
+    messages: list[dict[str, Any]] = []
+    size = 0
     for m in peeked:
         shown = {
-            "body": body_to_cloudflare(m.body, m.content_type),  # type: ignore[arg-type]
+            "body": body_to_cloudflare(m.body, m.content_type),
             "id": m.id,
             "timestamp_ms": m.timestamp_ms,
             "attempts": m.attempts,

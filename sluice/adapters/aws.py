@@ -70,11 +70,6 @@ def instrument(attach: Callable[[Any], None]) -> Callable[[], None]:
     return stop
 
 
-def cached_clients() -> list[Any]:
-    with _lock:
-        return list(_clients.values())
-
-
 def reset_clients() -> None:
     """Forget cached clients (tests that swap endpoints or credentials)."""
     global _session

@@ -10,7 +10,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, overload
 
 from botocore.exceptions import ClientError
 
@@ -81,6 +81,10 @@ def serialize(item: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _ser(v) for k, v in item.items()}
 
 
+@overload
+def deserialize(raw: Mapping[str, Any]) -> Item: ...
+@overload
+def deserialize(raw: None) -> None: ...
 def deserialize(raw: Mapping[str, Any] | None) -> Item | None:
     return None if raw is None else {k: _de(v) for k, v in raw.items()}
 

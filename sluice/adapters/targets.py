@@ -14,7 +14,6 @@ import urllib3
 from sluice.adapters import aws
 from sluice.engine.push import PushConsumer, Target, validate_target
 
-_registry: dict[str, Callable[[dict[str, Any]], Any]] = {}
 _http = urllib3.PoolManager(num_pools=16, maxsize=16, retries=False)
 
 
@@ -22,18 +21,8 @@ class TargetFailed(Exception):
     """The target did not take the batch: it is retried."""
 
 
-def register_callable(name: str, fn: Callable[[dict[str, Any]], Any]) -> None:
-    """Make `python:<name>` resolve to `fn` in this process (tests, embedded use)."""
-    _registry[name] = fn
-
-
 def _python_target(spec: str) -> Callable[[dict[str, Any]], Any]:
-    name = spec.removeprefix("python:")
-    if name in _registry:
-        return _registry[name]
-    module_name, _, attr = name.partition(":")
-    if not attr:
-        raise TargetFailed(f"no callable registered as {name!r}")
+    module_name, _, attr = spec.removeprefix("python:").partition(":")  # validate_target checked the form
     return getattr(importlib.import_module(module_name), attr)
 
 

@@ -12,6 +12,7 @@ import hmac
 import secrets
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -54,7 +55,7 @@ class TokenStore:
         self._cache: dict[str, tuple[float, Principal | None]] = {}
         self._lock = threading.Lock()
 
-    def create(self, queue: str, scopes: list[str], token: str | None = None) -> tuple[str, str]:
+    def create(self, queue: str, scopes: Sequence[str], token: str | None = None) -> tuple[str, str]:
         """(token_id, token). The token is shown once; only its hash is stored."""
         check_token_binding(queue)  # the one name rule: a token cannot be bound to "../x"
         unknown = sorted(set(scopes) - set(SCOPES))

@@ -525,7 +525,7 @@ class Consumer:
         return Delivery(
             id=message_id(queue, view.shard.id, seq),
             body=msg.body,
-            content_type=msg.content_type,  # type: ignore[arg-type]
+            content_type=msg.content_type,
             timestamp_ms=timestamp,
             attempts=entry.attempts,
             lease_id=self.signer.sign(queue.lease_key, lease),
@@ -559,7 +559,7 @@ class Consumer:
                 outgoing.append(
                     OutgoingMessage(
                         body=msg.body,
-                        content_type=msg.content_type,  # type: ignore[arg-type]
+                        content_type=msg.content_type,
                         partition_key=msg.partition_key,
                         attributes={**msg.attributes, "sluice-source-queue": queue.name},
                     )

@@ -505,7 +505,7 @@ def _decide(
             return Appended("closed", tail, True)
         return Appended("closed_conflict", tail, True)
     updates: dict[str, Any] = {_GUARD: int(head.get(_GUARD, 0)) + 1}
-    headers: dict[str, str] = {}
+    headers = {}
     if producer is not None:
         producers = dict(head.get(_PRODUCERS) or {})
         state = producers.get(producer.id)

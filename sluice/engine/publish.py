@@ -34,15 +34,6 @@ def message_id(queue: Queue, shard_id: int, seq: int) -> str:
     return f"{queue.incarnation}{shard_id:04x}{seq:012x}"
 
 
-def parse_message_id(queue: Queue, message_id_: str) -> tuple[int, int] | None:
-    if len(message_id_) != 24 or not message_id_.startswith(queue.incarnation):
-        return None
-    try:
-        return int(message_id_[8:12], 16), int(message_id_[12:], 16)
-    except ValueError:
-        return None
-
-
 def shard_for_key(shards: Sequence[Shard], partition_key: str) -> Shard:
     """Stable hash of the partition key over the open shards (ordered queues)."""
     ordered = sorted(shards, key=lambda s: s.id)
@@ -118,13 +109,6 @@ class Publisher:
             alloc = self._allocate(queue, shard, 0, version, guard=guard)
             return PublishResult(message_ids=[], offsets=[], shard=shard.id, tail_seq=alloc.first_seq)
         return self._publish_to_one_shard(queue, messages, version, guard)
-
-    def bump_version(self, queue_name: str, version: int, shard_id: int = 0) -> int:
-        """Store a producer version without publishing (Durable Streams' empty POST)."""
-        queue = self.directory.get(queue_name)
-        shard = queue.shard(shard_id) or queue.open_shards[0]
-        self._allocate(queue, shard, 0, version)
-        return version
 
     @staticmethod
     def check_batch(queue: Queue, messages: Sequence[OutgoingMessage]) -> None:

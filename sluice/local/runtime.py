@@ -428,7 +428,8 @@ def _make_handler(runtime: LocalRuntime) -> type[BaseHTTPRequestHandler]:
         def _read_chunked(self) -> bytes | None:
             """A chunked body, refused if malformed, cut off, or over API Gateway's payload quota."""
             self.connection.settimeout(BODY_READ_TIMEOUT_SECONDS)
-            parts, total = [], 0
+            parts: list[bytes] = []
+            total = 0
             try:
                 while True:
                     size_line = self.rfile.readline(1024).split(b";", 1)[0].strip()

@@ -3,13 +3,20 @@ very file tests/spark/test_glue_artifact.py runs with `spark-submit --py-files`)
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from glue_jobs.arguments import ALIASES
+from glue_jobs.pull_consumer import PullArgs
+from glue_jobs.segment_reader import ReaderArgs
 from sluice import constants as c
 from stacks.glue import GLUE_VERSIONS, JOB_SCRIPTS
 from stacks.glue_artifact import REPO_ROOT, build_glue_artifact
@@ -37,6 +44,15 @@ def test_jobs_carry_the_code_zip_and_the_api_arguments_and_install_nothing(resou
         assert args["--sluice_segment_bucket"] == {"Ref": c.LOGICAL_SEGMENT_BUCKET}
 
 
+def test_each_argument_the_stack_sets_for_the_jobs_fills_a_field_of_their_arguments(
+    resources: dict[str, Any],
+) -> None:
+    fields = {f.name for kind in (PullArgs, ReaderArgs) for f in dataclasses.fields(kind)}
+    for job in of_type(resources, "AWS::Glue::Job").values():
+        ours = [a[2:] for a in job["Properties"]["DefaultArguments"] if a.startswith("--sluice_")]
+        assert ours and all(ALIASES.get(a) in fields for a in ours), ours
+
+
 def test_the_stack_uploads_exactly_the_zip_the_spark_test_runs(app_and_stack: Any, resources: Any) -> None:
     app, _ = app_and_stack
     keys = {literal(j["Properties"]["DefaultArguments"]["--extra-py-files"]).rsplit("/", 1)[-1]
@@ -51,7 +67,42 @@ def test_zip_holds_the_jobs_and_what_they_import_and_nothing_else() -> None:
         names = set(archive.namelist())
     assert {"glue_jobs/common.py", "glue_jobs/pull_consumer.py", "glue_jobs/segment_reader.py"} <= names
     assert {"sluice/__init__.py", "sluice/client.py"} <= names  # the SDK the executors call the API with
+    assert {"sluice/segmentformat.py", "sluice/offsets.py"} <= names  # the segment format, shared
     assert not any(n.startswith(("sluice/local/", "sluice/engine/", "lambdas/")) for n in names)
+    assert "sluice/segments.py" not in names  # the engine's side (boto3 adapters, pydantic models)
+
+
+CLEAN_IMPORT = """
+import importlib.util, json, sys
+sys.path.insert(0, sys.argv[1])
+thirds = ("boto3", "botocore", "pydantic", "aws_lambda_powertools")
+absent = [m for m in thirds if importlib.util.find_spec(m)]
+import glue_jobs.common, glue_jobs.pull_consumer, glue_jobs.segment_reader
+from sluice.segmentformat import Record, decode_segment, encode_segment
+one = Record(shard=0, seq=7, id="m", timestamp_ms=1, content_type="text", body=b"hi")
+assert [Record.from_json(line) for line in decode_segment(encode_segment([one]))] == [one]
+ours = {n: m.__file__ for n, m in sys.modules.items() if n.split(".")[0] in ("glue_jobs", "sluice")}
+known = {*sys.stdlib_module_names, "__main__", "glue_jobs", "sluice"}
+others = sorted({n.split(".")[0] for n in sys.modules} - known)
+print(json.dumps({"importable": absent, "ours": ours, "others": others}))
+"""
+
+
+def test_the_zip_alone_imports_the_jobs_and_the_segment_format_with_no_third_party_package(
+    tmp_path: Path,
+) -> None:
+    """`python -I -S`: no site-packages at all (so no boto3 or pydantic), no PYTHONPATH, and a working
+    directory outside the repository: every module of ours must come from the zip."""
+    artifact = build_glue_artifact()
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", CLEAN_IMPORT, str(artifact)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout)
+    assert seen["importable"] == [] and seen["others"] == []
+    assert "sluice.segmentformat" in seen["ours"] and "sluice.segments" not in seen["ours"]
+    assert all(path.startswith(str(artifact)) for path in seen["ours"].values()), seen["ours"]
 
 
 def _copy_shipped_tree(dest: Path) -> Path:

@@ -7,20 +7,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from glue_jobs import pull_consumer
-from glue_jobs.common import ingest_date, parse_args
+from glue_jobs.common import ingest_date
 
 ROOT = Path(__file__).resolve().parents[2]
 MUST_SHOW = 20_000
 
 
-def job_args(local, queue: str, output: Path, **extra: object) -> dict:
-    args = {"url": local.url, "token": local.token, "queue": queue, "output": str(output)}
-    args.update(extra)
-    return parse_args([], {**pull_consumer.DEFAULTS, **args})
+def job_args(local, queue: str, output: Path, **extra: Any) -> pull_consumer.PullArgs:
+    return pull_consumer.PullArgs(url=local.url, token=local.token, queue=queue, output=str(output), **extra)
 
 
 @pytest.mark.slow

@@ -67,10 +67,10 @@ def test_segment_reader_time_range_returns_exactly_the_records_in_it(spark, s3, 
 def test_segment_reader_offset_range_per_shard(spark, s3, seg_queue):
     endpoint, bucket, _ = s3
     queue, _ = seg_queue
-    args = {
-        "bucket": bucket, "queue": queue, "endpoint_url": endpoint, "shards": "0",
-        "starting_offsets": json.dumps({"0": record(0, 195)["offset"]}), "ending_offsets": '{"0": 215}',
-    }  # fmt: skip
+    args = segment_reader.ReaderArgs(
+        bucket=bucket, queue=queue, endpoint_url=endpoint, shards=(0,),
+        starting_offsets=json.dumps({"0": record(0, 195)["offset"]}), ending_offsets='{"0": 215}',
+    )  # fmt: skip
     seqs = sorted(r.seq for r in segment_reader.read(spark, args).collect())
     assert seqs == [s for s in range(195, 215) if s != 210]
 

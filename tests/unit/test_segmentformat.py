@@ -1,0 +1,65 @@
+"""The segment format the engine writes and the Glue jobs read (sluice.segmentformat)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sluice.segmentformat import (
+    NO_END,
+    Record,
+    SegmentName,
+    covering,
+    decode_segment,
+    encode_segment,
+    read_ranges,
+    read_records,
+    segment_key,
+)
+
+
+def rec(seq: int, content_type: str = "json", body: bytes = b'{"a":1}') -> Record:
+    return Record(shard=3, seq=seq, id=f"m{seq}", timestamp_ms=1_000 + seq, content_type=content_type,
+                  body=body, partition_key="k" if seq % 2 else None, attributes={"n": str(seq)})  # fmt: skip
+
+
+def test_a_key_names_its_segment_and_stray_keys_name_none():
+    key = segment_key("orders", "0000beef", 3, 100, 199)
+    assert key == "segments/orders/0000beef/3/0000000000000100-0000000000000199.ndjson.gz"
+    assert SegmentName.parse(key) == SegmentName(key, "orders", "0000beef", 3, 100, 199)
+    for stray in (key + ".tmp", "segments/orders/0000beef/3/100-199.ndjson.gz", "segments/orders/x.txt"):
+        assert SegmentName.parse(stray) is None
+
+
+def test_records_round_trip_through_gzip_ndjson_deterministically():
+    records = [rec(5), rec(6, "bytes", b"\x00\xff"), rec(8, "text", "é".encode())]
+    data = encode_segment(records)
+    assert data == encode_segment(records) and data[:2] == b"\x1f\x8b"
+    lines = list(decode_segment(data))
+    assert [line["offset"] for line in lines] == [r.offset for r in records]
+    assert [Record.from_json(line) for line in lines] == records
+    assert [r.body_text() for r in records] == ['{"a":1}', "AP8=", "é"]
+
+
+def test_read_records_keeps_the_sequence_and_time_range():
+    data = encode_segment(rec(s) for s in range(10, 20))
+    assert [r.seq for r in read_records(data, lo=12, hi=15)] == [12, 13, 14]
+    assert [r.seq for r in read_records(data, start_ms=1_015, end_ms=1_017)] == [15, 16]
+    assert [r.seq for r in read_records(data, lo=18)] == [18, 19]
+
+
+@dataclass(frozen=True)
+class Span:
+    first: int
+    last: int
+
+
+def test_covering_prefers_the_compacted_segment_and_read_ranges_read_each_sequence_once():
+    level0 = [Span(0, 99), Span(100, 199), Span(200, 299)]
+    compacted = Span(0, 199)
+    partial = Span(150, 260)  # a later compaction seen mid-swap: overlaps what is already chosen
+    spans = [*level0, compacted, partial]
+    assert covering(spans) == [compacted, partial, Span(200, 299)]
+    assert covering(spans, 261) == [Span(200, 299)]
+    assert read_ranges(spans) == [(compacted, 0, 200), (partial, 200, 261), (Span(200, 299), 261, 300)]
+    assert read_ranges(spans, 120, 230) == [(compacted, 120, 200), (partial, 200, 230)]
+    assert read_ranges(spans, 300, NO_END) == []
