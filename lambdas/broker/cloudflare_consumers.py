@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 from typing import Annotated, Any, Literal
 
@@ -25,12 +24,12 @@ from lambdas.common.cloudflare import CF_Q, cf_consumers, pull_shape, push_shape
 from lambdas.common.http import ok
 from lambdas.common.runtime import service
 from lambdas.common.schemas import Lenient
-from sluice import constants as c
 from sluice import errors
 from sluice.engine.pullconsumer import PullConsumer, PullConsumers
 from sluice.engine.push import ConsumerStore, PushConsumer, parse_consumer
 from sluice.engine.queues import parse_settings
 from sluice.models import MAX_DELAY_SECONDS, MAX_PULL_BATCH, Queue
+from sluice.settings import get_settings
 
 router = APIGatewayHttpRouter()
 _CONSUMERS = f"{CF_Q}/consumers"
@@ -87,7 +86,7 @@ def _push_consumer(body: CfConsumer, consumer_id: str, now: int) -> PushConsumer
         "retry_delay_seconds": seconds(s.retry_delay),
     }
     raw["url" if raw["type"] == "webhook" else "function_arn"] = target
-    allow_local = os.environ.get(c.ENV_ALLOW_LOCAL_WEBHOOKS) == "1"
+    allow_local = get_settings().allow_local_webhooks
     return parse_consumer(raw, allow_local=allow_local, now=now)
 
 

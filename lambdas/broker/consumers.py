@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
@@ -12,8 +11,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from lambdas.common.http import ok
 from lambdas.common.runtime import service
 from lambdas.common.schemas import CreateConsumer
-from sluice import constants as c
 from sluice.engine.push import ConsumerStore, parse_consumer
+from sluice.settings import get_settings
 
 router = APIGatewayHttpRouter()
 
@@ -27,7 +26,7 @@ def create_consumer(queue_name: str, body: Annotated[CreateConsumer, Body()]) ->
     engine = service()
     queue = engine.queues.get(queue_name)
     raw: dict[str, Any] = body.model_dump(exclude_none=True)
-    allow_local = os.environ.get(c.ENV_ALLOW_LOCAL_WEBHOOKS) == "1"
+    allow_local = get_settings().allow_local_webhooks
     consumer = parse_consumer(raw, allow_local=allow_local, now=engine.backend.clock())
     return ok(_store().create(queue, consumer).public(), status=201)
 

@@ -13,21 +13,17 @@ from dataclasses import asdict
 from functools import lru_cache
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.common.invoke import LambdaInvoker
+from lambdas.common.observability import event_function, logger, metrics
 from lambdas.common.runtime import service
 from sluice import constants as c
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig, RunReport
 from sluice.events import CoordinatorEvent
-
-logger = Logger(service=c.SERVICE_NAME)
-metrics = Metrics(namespace=c.METRICS_NAMESPACE, service=c.SERVICE_NAME)
-copy_config_to_registered_loggers(source_logger=logger, include={"sluice.coordinator"})
+from sluice.settings import get_settings
 
 SAFETY_SECONDS = 10.0  # stop looping this long before the function's timeout
 
@@ -35,7 +31,9 @@ SAFETY_SECONDS = 10.0  # stop looping this long before the function's timeout
 @lru_cache(maxsize=1)
 def coordinator() -> Coordinator:
     """One per container: the holder id stays the same across invocations of a warm container."""
-    return Coordinator(service(), LambdaInvoker(), CoordinatorConfig.from_env())
+    settings = get_settings()
+    config = CoordinatorConfig.from_settings(settings.coordinator)
+    return Coordinator(service(), LambdaInvoker(settings.lambda_endpoint_url), config)
 
 
 def emit_metrics(report: RunReport) -> None:
@@ -73,7 +71,7 @@ def loop_seconds(event: CoordinatorEvent, config: CoordinatorConfig, remaining_m
 
 
 @metrics.log_metrics
-@logger.inject_lambda_context(clear_state=True)
+@event_function
 @event_parser(model=CoordinatorEvent)
 def lambda_handler(event: CoordinatorEvent, context: LambdaContext) -> dict[str, Any]:
     coord = coordinator()

@@ -18,10 +18,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import time
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -37,8 +35,9 @@ from sluice.engine.workplan import ShardHead, ShardWorkPolicy, plan
 from sluice.events import PushWorker, PushWorkerEvent, ShardWorkEvent
 from sluice.models import Queue, Shard
 from sluice.service import Sluice
+from sluice.settings import CoordinatorSettings
 
-log = logging.getLogger("sluice.coordinator")
+log = logging.getLogger(__name__)
 
 COORDINATOR_PK = "COORDINATOR"
 STATE_SK_PREFIX = "STATE#"
@@ -67,32 +66,27 @@ class CoordinatorConfig:
     queues: list[str] | None = None  # only these queues (tests); None: every queue
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> CoordinatorConfig:
-        env = os.environ if env is None else env
+    def from_settings(cls, s: CoordinatorSettings) -> CoordinatorConfig:
+        """The deployed configuration (`sluice.settings`); what is unset keeps these defaults."""
         policy = ScalingPolicy()
-        if env.get(c.ENV_SHARD_WCU_CEILING):
-            policy = _replace(policy, shard_wcu_ceiling=float(env[c.ENV_SHARD_WCU_CEILING]))
-        if env.get(c.ENV_SCALE_DOWN_AFTER_SECONDS):
-            ms = int(float(env[c.ENV_SCALE_DOWN_AFTER_SECONDS]) * 1000)
-            policy = _replace(policy, scale_down_after_ms=ms)
+        if s.shard_wcu_ceiling is not None:
+            policy = _replace(policy, shard_wcu_ceiling=s.shard_wcu_ceiling)
+        if s.scale_down_after_seconds is not None:
+            policy = _replace(policy, scale_down_after_ms=int(s.scale_down_after_seconds * 1000))
         work = ShardWorkPolicy()
-        if env.get(c.ENV_SHARD_FLUSH_SECONDS):
-            work = _replace(work, flush_every_ms=int(float(env[c.ENV_SHARD_FLUSH_SECONDS]) * 1000))
-        if env.get(c.ENV_SHARD_MAINTENANCE_SECONDS):
-            ms = int(float(env[c.ENV_SHARD_MAINTENANCE_SECONDS]) * 1000)
-            work = _replace(work, maintenance_every_ms=ms)
+        if s.shard_flush_seconds is not None:
+            work = _replace(work, flush_every_ms=int(s.shard_flush_seconds * 1000))
+        if s.shard_maintenance_seconds is not None:
+            work = _replace(work, maintenance_every_ms=int(s.shard_maintenance_seconds * 1000))
         config = cls(
-            policy=policy,
-            work=work,
-            shard_function=env.get(c.ENV_SHARD_FUNCTION) or None,
-            consumer_function=env.get(c.ENV_CONSUMER_FUNCTION) or None,
+            policy=policy, work=work, shard_function=s.shard_function, consumer_function=s.consumer_function
         )
-        if env.get(c.ENV_COORDINATOR_PERIOD_SECONDS):
-            config.period_s = float(env[c.ENV_COORDINATOR_PERIOD_SECONDS])
-        if env.get(c.ENV_COORDINATOR_LOOP_SECONDS):
-            config.loop_s = float(env[c.ENV_COORDINATOR_LOOP_SECONDS])
-        if env.get(c.ENV_COORDINATOR_LEASE_SECONDS):
-            config.lease_ms = int(float(env[c.ENV_COORDINATOR_LEASE_SECONDS]) * 1000)
+        if s.period_seconds is not None:
+            config.period_s = s.period_seconds
+        if s.loop_seconds is not None:
+            config.loop_s = s.loop_seconds
+        if s.lease_seconds is not None:
+            config.lease_ms = int(s.lease_seconds * 1000)
         return config
 
 

@@ -42,7 +42,7 @@ from sluice.models import (
 )
 from sluice.names import ConsumerId, GroupName
 
-log = logging.getLogger("sluice.push")
+log = logging.getLogger(__name__)
 
 CONSUMER_SK_PREFIX = "CONSUMER#"
 SLOT_SK_PREFIX = "CSLOT#"

@@ -225,7 +225,7 @@ def test_two_coordinators_at_once_one_acts_the_other_stands_down(
         barrier.wait()
         reports[holder] = coord.run_once()
 
-    with caplog.at_level(logging.INFO, logger="sluice.coordinator"):
+    with caplog.at_level(logging.INFO, logger="sluice.engine.coordinator"):
         threads = [threading.Thread(target=run, args=(h,)) for h in ("alpha", "beta")]
         for t in threads:
             t.start()

@@ -12,21 +12,24 @@ from pydantic import ValidationError
 from sluice import constants as c
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig
 from sluice.local.workers import LocalContext
+from sluice.settings import CoordinatorSettings
 from tests.integration.test_coordinator import RecordingInvoker
 
 
 def test_cadence_environment_configures_the_coordinator():
-    config = CoordinatorConfig.from_env(
-        {
-            c.ENV_COORDINATOR_PERIOD_SECONDS: "2",
-            c.ENV_COORDINATOR_LOOP_SECONDS: "58",
-            c.ENV_SHARD_FLUSH_SECONDS: "30",
-            c.ENV_SHARD_MAINTENANCE_SECONDS: "90",
-        }
+    config = CoordinatorConfig.from_settings(
+        CoordinatorSettings.from_env(
+            {
+                c.ENV_COORDINATOR_PERIOD_SECONDS: "2",
+                c.ENV_COORDINATOR_LOOP_SECONDS: "58",
+                c.ENV_SHARD_FLUSH_SECONDS: "30",
+                c.ENV_SHARD_MAINTENANCE_SECONDS: "90",
+            }
+        )
     )
     assert (config.period_s, config.loop_s) == (2.0, 58.0)
     assert (config.work.flush_every_ms, config.work.maintenance_every_ms) == (30_000, 90_000)
-    defaults = CoordinatorConfig.from_env({})
+    defaults = CoordinatorConfig.from_settings(CoordinatorSettings.from_env({}))
     assert (defaults.period_s, defaults.loop_s) == (c.DEFAULT_COORDINATOR_TICK_SECONDS, 0.0)
 
 
@@ -37,7 +40,7 @@ def scheduled_coordinator(engine, queue_name, monkeypatch):
 
     engine.queues.create(queue_name)
     env = {c.ENV_COORDINATOR_PERIOD_SECONDS: "0.25", c.ENV_COORDINATOR_LOOP_SECONDS: "1.0"}
-    config = CoordinatorConfig.from_env(env)
+    config = CoordinatorConfig.from_settings(CoordinatorSettings.from_env(env))
     config.queues, config.lease_name = [queue_name], f"LEASE-{queue_name}"
     config.shard_function = "shard"
     invoker = RecordingInvoker()
