@@ -31,8 +31,9 @@ LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 
 
 def build_app(*routers: APIGatewayHttpRouter) -> APIGatewayHttpResolver:
-    """One resolver per function: validation and OpenAPI from the route signatures, one error registry."""
-    app = APIGatewayHttpResolver(enable_validation=True)
+    """One resolver per function: validation and OpenAPI from the route signatures, one error registry.
+    An answer off its response model is our bug: a 500 (logged), never the caller's 400."""
+    app = APIGatewayHttpResolver(enable_validation=True, response_validation_error_http_code=500)
     error_registry.register(app)
     for router in routers:
         app.include_router(router)
