@@ -18,6 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 ShardAction = Literal["flush", "compact", "retention"]
 
 
+CORRELATION_KEY = "correlation_id"
+
+
 class _Event(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -25,7 +28,15 @@ class _Event(BaseModel):
         return self.model_dump(mode="json", exclude_none=True)
 
 
-class CoordinatorEvent(_Event):
+class _Sent(_Event):
+    """An event one function sends another."""
+
+    # The sender's correlation id (`lambdas.common.invoke` adds it): the receiver logs under it, so
+    # one coordinator run and the work it started share an id.
+    correlation_id: str | None = Field(None, max_length=128)
+
+
+class CoordinatorEvent(_Sent):
     """One scheduled coordinator run. The overrides exist for manual invocations (tests, operators);
     the schedule sends none, so the run uses the stack's cadence from the environment."""
 
@@ -34,7 +45,7 @@ class CoordinatorEvent(_Event):
     period_seconds: float | None = Field(None, gt=0, le=900)
 
 
-class ShardWorkEvent(_Event):
+class ShardWorkEvent(_Sent):
     """Do `actions` (in this order: flush, compact, retention) on these shards of `queue`. Flushing also
     seals the stale gaps it scans past (docs/design.md "Shard work")."""
 
@@ -50,7 +61,7 @@ class PushWorker(_Event):
     slot: int = Field(0, ge=0)
 
 
-class PushWorkerEvent(_Event):
+class PushWorkerEvent(_Sent):
     """Run one push-delivery worker for a consumer's `slot` until its backlog or time runs out."""
 
     kind: Literal["push.worker"] = "push.worker"

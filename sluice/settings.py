@@ -1,4 +1,7 @@
-"""Runtime settings, read once from the environment variables named in `sluice.constants`."""
+"""Runtime settings, read once from the environment variables named in `sluice.constants`.
+
+The one reader of the environment for Lambda and engine code: handlers and the engine are handed
+these values. (The local runtime and the CLI set variables for the processes they start.)"""
 
 from __future__ import annotations
 
@@ -9,6 +12,43 @@ from functools import lru_cache
 from pydantic import BaseModel, Field, field_validator
 
 from sluice import constants as c
+
+
+def _read(environ: Mapping[str, str], variables: Mapping[str, str]) -> dict[str, str]:
+    """The fields whose variable is set and not empty (empty means unset, as the stack writes it)."""
+    return {name: environ[var] for name, var in variables.items() if environ.get(var)}
+
+
+class CoordinatorSettings(BaseModel):
+    """The coordinator's cadence and policy overrides (`stacks/schedule.py`, `sluice local`); None
+    keeps the engine's default."""
+
+    period_seconds: float | None = None
+    loop_seconds: float | None = None
+    lease_seconds: float | None = None
+    shard_flush_seconds: float | None = None
+    shard_maintenance_seconds: float | None = None
+    shard_wcu_ceiling: float | None = None
+    scale_down_after_seconds: float | None = None
+    shard_function: str | None = None
+    consumer_function: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> CoordinatorSettings:
+        return cls.model_validate(_read(os.environ if environ is None else environ, _COORDINATOR_ENV))
+
+
+_COORDINATOR_ENV = {
+    "period_seconds": c.ENV_COORDINATOR_PERIOD_SECONDS,
+    "loop_seconds": c.ENV_COORDINATOR_LOOP_SECONDS,
+    "lease_seconds": c.ENV_COORDINATOR_LEASE_SECONDS,
+    "shard_flush_seconds": c.ENV_SHARD_FLUSH_SECONDS,
+    "shard_maintenance_seconds": c.ENV_SHARD_MAINTENANCE_SECONDS,
+    "shard_wcu_ceiling": c.ENV_SHARD_WCU_CEILING,
+    "scale_down_after_seconds": c.ENV_SCALE_DOWN_AFTER_SECONDS,
+    "shard_function": c.ENV_SHARD_FUNCTION,
+    "consumer_function": c.ENV_CONSUMER_FUNCTION,
+}
 
 
 class Settings(BaseModel):
@@ -24,6 +64,10 @@ class Settings(BaseModel):
     stage: str = c.DEFAULT_STAGE
     lease_key_secret: str | None = None  # needed by whatever signs or verifies lease ids
     lease_key_cache_ttl_seconds: float = 60.0
+    lambda_endpoint_url: str | None = None  # the local runtime serves Lambda Invoke; None: AWS
+    allow_local_webhooks: bool = False  # http://127.0.0.1 push targets: `sluice local` only
+    open_stream_prefix: str = ""  # open-protocol paths served without a token ("*": all; "": none)
+    coordinator: CoordinatorSettings = Field(default_factory=CoordinatorSettings)
 
     @field_validator("shard_tables", mode="before")
     @classmethod
@@ -31,24 +75,16 @@ class Settings(BaseModel):
         return [t for t in value.split(",") if t] if isinstance(value, str) else value
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
-        fields = {
-            "control_table": c.ENV_CONTROL_TABLE,
-            "shard_tables": c.ENV_SHARD_TABLES,
-            "segment_bucket": c.ENV_SEGMENT_BUCKET,
-            "shard_map_prefix": c.ENV_SHARD_MAP_PREFIX,
-            "shard_map_ttl_seconds": c.ENV_SHARD_MAP_TTL,
-            "token_cache_ttl_seconds": c.ENV_TOKEN_CACHE_TTL,
-            "aws_endpoint_url": c.ENV_AWS_ENDPOINT_URL,
-            "stage": c.ENV_STAGE,
-            "lease_key_secret": c.ENV_LEASE_KEY_SECRET,
-            "lease_key_cache_ttl_seconds": c.ENV_LEASE_KEY_CACHE_TTL,
-        }
-        return cls.model_validate({name: env[var] for name, var in fields.items() if env.get(var)})
+        fields = {**_read(env, _ENV), "coordinator": CoordinatorSettings.from_env(env)}
+        if "allow_local_webhooks" in fields:
+            fields["allow_local_webhooks"] = fields["allow_local_webhooks"] == "1"
+        return cls.model_validate(fields)
 
     def to_env(self) -> dict[str, str]:
-        """The inverse of `from_env`: what the local runtime exports for the handlers."""
+        """The inverse of `from_env` for the resource settings: what the local runtime exports for
+        the handlers (it sets the coordinator's and its own variables itself)."""
         env = {
             c.ENV_CONTROL_TABLE: self.control_table,
             c.ENV_SHARD_TABLES: ",".join(self.shard_tables),
@@ -66,37 +102,23 @@ class Settings(BaseModel):
         return env
 
 
+_ENV = {
+    "control_table": c.ENV_CONTROL_TABLE,
+    "shard_tables": c.ENV_SHARD_TABLES,
+    "segment_bucket": c.ENV_SEGMENT_BUCKET,
+    "shard_map_prefix": c.ENV_SHARD_MAP_PREFIX,
+    "shard_map_ttl_seconds": c.ENV_SHARD_MAP_TTL,
+    "token_cache_ttl_seconds": c.ENV_TOKEN_CACHE_TTL,
+    "aws_endpoint_url": c.ENV_AWS_ENDPOINT_URL,
+    "stage": c.ENV_STAGE,
+    "lease_key_secret": c.ENV_LEASE_KEY_SECRET,
+    "lease_key_cache_ttl_seconds": c.ENV_LEASE_KEY_CACHE_TTL,
+    "lambda_endpoint_url": c.ENV_LAMBDA_ENDPOINT_URL,
+    "allow_local_webhooks": c.ENV_ALLOW_LOCAL_WEBHOOKS,
+    "open_stream_prefix": c.ENV_OPEN_STREAM_PREFIX,
+}
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings.from_env()
-
-
-class CoordinatorSettings(BaseModel):
-    """The coordinator's tuning from the environment the stack sets on its function (all optional: the
-    defaults are `sluice.engine.coordinator.CoordinatorConfig`'s)."""
-
-    period_seconds: float | None = None
-    loop_seconds: float | None = None
-    lease_seconds: float | None = None
-    shard_wcu_ceiling: float | None = None
-    scale_down_after_seconds: float | None = None
-    shard_flush_seconds: float | None = None
-    shard_maintenance_seconds: float | None = None
-    shard_function: str | None = None
-    consumer_function: str | None = None
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> CoordinatorSettings:
-        env = os.environ if environ is None else environ
-        fields = {
-            "period_seconds": c.ENV_COORDINATOR_PERIOD_SECONDS,
-            "loop_seconds": c.ENV_COORDINATOR_LOOP_SECONDS,
-            "lease_seconds": c.ENV_COORDINATOR_LEASE_SECONDS,
-            "shard_wcu_ceiling": c.ENV_SHARD_WCU_CEILING,
-            "scale_down_after_seconds": c.ENV_SCALE_DOWN_AFTER_SECONDS,
-            "shard_flush_seconds": c.ENV_SHARD_FLUSH_SECONDS,
-            "shard_maintenance_seconds": c.ENV_SHARD_MAINTENANCE_SECONDS,
-            "shard_function": c.ENV_SHARD_FUNCTION,
-            "consumer_function": c.ENV_CONSUMER_FUNCTION,
-        }
-        return cls.model_validate({name: env[var] for name, var in fields.items() if env.get(var)})

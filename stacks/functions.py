@@ -1,7 +1,9 @@
 """The function factory: one code asset, one layer, one environment mapping for every Lambda.
 
-- Code: `sluice/` and `lambdas/` copied into a staging folder (no Docker, no pip): the asset holds only
-  our own code. Third-party imports come from the runtime (boto3) and the Powertools public layer.
+- Code: `sluice/` and `lambdas/` copied into a staging folder (no Docker, no pip), less what no handler
+  imports (`NOT_DEPLOYED`: the local runtime, the CLI and its client, the demo, the OpenAPI generator):
+  the asset holds only our code that Lambda runs (tests/infra/test_asset.py checks both ways).
+  Third-party imports come from the runtime (boto3) and the Powertools public layer.
 - Layer: Powertools' public layer `AWSLambdaPowertoolsPythonV3-python312-arm64`, published by AWS
   account 017000801446. It is built with `aws-lambda-powertools[all]` inside the Lambda python3.12 arm64
   image, so it also carries pydantic v2 (+ its compiled pydantic_core for arm64), fastjsonschema,
@@ -38,6 +40,14 @@ from sluice.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CODE_DIRS = ("sluice", "lambdas")
+# Under CODE_DIRS but never imported by a handler: what `sluice local`, the CLI and the docs build use.
+NOT_DEPLOYED = (
+    "sluice/local",
+    "sluice/cli.py",
+    "sluice/client.py",
+    "sluice/demo.py",
+    "lambdas/common/openapi.py",
+)
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.ARM_64
 POWERTOOLS_ACCOUNT = "017000801446"
@@ -75,13 +85,19 @@ _staging_root: Path | None = None
 
 
 def stage_code(root: Path = REPO_ROOT) -> Path:
-    """Copy only `sluice/` and `lambdas/` (minus caches) to a fresh folder; CDK hashes and zips it."""
+    """Copy `sluice/` and `lambdas/` less NOT_DEPLOYED and caches to a fresh folder; CDK hashes and
+    zips it."""
     global _staging_root
     if _staging_root is None:
         _staging_root = Path(tempfile.mkdtemp(prefix="sluice-lambda-src-"))
         atexit.register(shutil.rmtree, _staging_root, True)
     target = Path(tempfile.mkdtemp(dir=_staging_root))
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".pytest_cache", ".ruff_cache")
+    caches = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".pytest_cache", ".ruff_cache")
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        folder = Path(directory).relative_to(root).as_posix()
+        return set(caches(directory, names)) | {n for n in names if f"{folder}/{n}" in NOT_DEPLOYED}
+
     for name in CODE_DIRS:
         shutil.copytree(root / name, target / name, ignore=ignore)
     return target

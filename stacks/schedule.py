@@ -23,7 +23,7 @@ from sluice.events import CoordinatorEvent
 def cadence_environment(
     tick_seconds: float, flush_seconds: float, maintenance_seconds: float
 ) -> dict[str, str]:
-    """The coordinator's schedule variables (`constants.SCHEDULE_ENV`), read by `CoordinatorConfig`."""
+    """The coordinator's schedule variables (`constants.SCHEDULE_ENV`), read by `CoordinatorSettings`."""
     period = c.COORDINATOR_SCHEDULE_MINUTES * 60
     return {
         c.ENV_COORDINATOR_PERIOD_SECONDS: f"{tick_seconds:g}",

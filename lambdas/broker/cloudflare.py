@@ -14,13 +14,14 @@ from lambdas.broker import idempotency
 from lambdas.broker.send import to_outgoing
 from lambdas.common.cloudflare import CF_Q, CfBatch, CfMessage, metrics_of, queue_name
 from lambdas.common.http import ok
+from lambdas.common.responses import CfSent, Envelope
 from lambdas.common.runtime import service
 from lambdas.common.schemas import SendMessage
 
 router = APIGatewayHttpRouter()
 
 
-def _send(queue_id: str, messages: list[SendMessage], request: Any) -> Response[dict]:
+def _send(queue_id: str, messages: list[SendMessage], request: Any) -> Response[Envelope[CfSent]]:
     name = queue_name(queue_id)
 
     def publish() -> dict:
@@ -33,11 +34,15 @@ def _send(queue_id: str, messages: list[SendMessage], request: Any) -> Response[
 
 
 @router.post(f"{CF_Q}/messages")
-def push_message(account_id: str, queue_id: str, body: Annotated[CfMessage, Body()]) -> Response[dict]:
+def push_message(
+    account_id: str, queue_id: str, body: Annotated[CfMessage, Body()]
+) -> Response[Envelope[CfSent]]:
     return _send(queue_id, [body.to_send()], body.model_dump(mode="json"))
 
 
 @router.post(f"{CF_Q}/messages/batch")
-def push_batch(account_id: str, queue_id: str, body: Annotated[CfBatch, Body()]) -> Response[dict]:
+def push_batch(
+    account_id: str, queue_id: str, body: Annotated[CfBatch, Body()]
+) -> Response[Envelope[CfSent]]:
     messages = [m.to_send(body.delay_seconds) for m in body.messages]
     return _send(queue_id, messages, body.model_dump(mode="json"))

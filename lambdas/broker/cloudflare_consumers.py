@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 from typing import Annotated, Any, Literal
 
@@ -23,14 +22,15 @@ from pydantic import Field
 
 from lambdas.common.cloudflare import CF_Q, cf_consumers, pull_shape, push_shape, queue_name, seconds
 from lambdas.common.http import ok
+from lambdas.common.responses import CfConsumerView, Envelope
 from lambdas.common.runtime import service
 from lambdas.common.schemas import Lenient
-from sluice import constants as c
 from sluice import errors
 from sluice.engine.pullconsumer import PullConsumer, PullConsumers
 from sluice.engine.push import ConsumerStore, PushConsumer, parse_consumer
 from sluice.engine.queues import parse_settings
 from sluice.models import MAX_DELAY_SECONDS, MAX_PULL_BATCH, Queue
+from sluice.settings import get_settings
 
 router = APIGatewayHttpRouter()
 _CONSUMERS = f"{CF_Q}/consumers"
@@ -87,7 +87,7 @@ def _push_consumer(body: CfConsumer, consumer_id: str, now: int) -> PushConsumer
         "retry_delay_seconds": seconds(s.retry_delay),
     }
     raw["url" if raw["type"] == "webhook" else "function_arn"] = target
-    allow_local = os.environ.get(c.ENV_ALLOW_LOCAL_WEBHOOKS) == "1"
+    allow_local = get_settings().allow_local_webhooks
     return parse_consumer(raw, allow_local=allow_local, now=now)
 
 
@@ -96,7 +96,9 @@ def _apply(queue: Queue, raw_settings: dict[str, Any]) -> Queue:
 
 
 @router.post(_CONSUMERS)
-def create_consumer(account_id: str, queue_id: str, body: Annotated[CfConsumer, Body()]) -> Response[dict]:
+def create_consumer(
+    account_id: str, queue_id: str, body: Annotated[CfConsumer, Body()]
+) -> Response[Envelope[CfConsumerView]]:
     engine = service()
     queue = engine.queues.get(queue_name(queue_id))
     raw_settings = _queue_settings(queue, body)
@@ -117,7 +119,7 @@ def _pull_of(queue: Queue, consumer_id: str) -> PullConsumer | None:
 @router.put(f"{_CONSUMERS}/<consumer_id>")
 def update_consumer(
     account_id: str, queue_id: str, consumer_id: str, body: Annotated[CfConsumer, Body()]
-) -> Response[dict]:
+) -> Response[Envelope[CfConsumerView]]:
     engine = service()
     queue = engine.queues.get(queue_name(queue_id))
     raw_settings = _queue_settings(queue, body)
@@ -137,12 +139,12 @@ def update_consumer(
 
 
 @router.get(_CONSUMERS)
-def list_consumers(account_id: str, queue_id: str) -> Response[dict]:
+def list_consumers(account_id: str, queue_id: str) -> Response[Envelope[list[CfConsumerView]]]:
     return ok(cf_consumers(service().queues.get(queue_name(queue_id))))
 
 
 @router.get(f"{_CONSUMERS}/<consumer_id>")
-def get_consumer(account_id: str, queue_id: str, consumer_id: str) -> Response[dict]:
+def get_consumer(account_id: str, queue_id: str, consumer_id: str) -> Response[Envelope[CfConsumerView]]:
     queue = service().queues.get(queue_name(queue_id))
     pull = _pull_of(queue, consumer_id)
     if pull is not None:
@@ -151,7 +153,7 @@ def get_consumer(account_id: str, queue_id: str, consumer_id: str) -> Response[d
 
 
 @router.delete(f"{_CONSUMERS}/<consumer_id>")
-def delete_consumer(account_id: str, queue_id: str, consumer_id: str) -> Response[dict]:
+def delete_consumer(account_id: str, queue_id: str, consumer_id: str) -> Response[Envelope[None]]:
     queue = service().queues.get(queue_name(queue_id))
     if _pull_of(queue, consumer_id) is not None:
         PullConsumers(service().backend).delete(queue)

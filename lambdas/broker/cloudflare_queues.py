@@ -17,6 +17,7 @@ from pydantic import Field
 
 from lambdas.common.cloudflare import CF_Q, CF_QUEUES, iso, metrics_of, queue_name, queue_shape, seconds
 from lambdas.common.http import ok
+from lambdas.common.responses import CfMetrics, CfPurgeStatus, CfQueueView, Envelope
 from lambdas.common.runtime import service
 from lambdas.common.schemas import Lenient
 from sluice import errors
@@ -49,7 +50,7 @@ class CfPurge(Lenient):
 
 
 @router.post(CF_QUEUES)
-def create_queue(account_id: str, body: Annotated[CfCreateQueue, Body()]) -> Response[dict]:
+def create_queue(account_id: str, body: Annotated[CfCreateQueue, Body()]) -> Response[Envelope[CfQueueView]]:
     given = body.settings or CfQueueSettings()
     registry = service().queues
     queue = registry.create(body.queue_name, _raw_settings(given, replace=False))
@@ -64,7 +65,7 @@ def list_queues(
     name: Annotated[str | None, Query(description="only the queue of this name (wrangler's lookup)")] = None,
     page: Annotated[int, Query(ge=1)] = 1,
     per_page: Annotated[int, Query(ge=1, le=1000)] = 1000,
-) -> Response[dict]:
+) -> Response[Envelope[list[CfQueueView]]]:
     """Every queue, in name order, `per_page` at a time (a page past the end is empty)."""
     registry = service().queues
     if name is not None:
@@ -82,7 +83,7 @@ def list_queues(
 
 
 @router.get(CF_Q)
-def get_queue(account_id: str, queue_id: str) -> Response[dict]:
+def get_queue(account_id: str, queue_id: str) -> Response[Envelope[CfQueueView]]:
     return ok(queue_shape(service().queues.get(queue_name(queue_id))))
 
 
@@ -115,30 +116,34 @@ def _change(queue_id: str, body: CfUpdateQueue, *, replace: bool) -> Queue:
 
 
 @router.put(CF_Q)
-def update_queue(account_id: str, queue_id: str, body: Annotated[CfUpdateQueue, Body()]) -> Response[dict]:
+def update_queue(
+    account_id: str, queue_id: str, body: Annotated[CfUpdateQueue, Body()]
+) -> Response[Envelope[CfQueueView]]:
     return ok(queue_shape(_change(queue_id, body, replace=True)))
 
 
 @router.patch(CF_Q)
-def edit_queue(account_id: str, queue_id: str, body: Annotated[CfUpdateQueue, Body()]) -> Response[dict]:
+def edit_queue(
+    account_id: str, queue_id: str, body: Annotated[CfUpdateQueue, Body()]
+) -> Response[Envelope[CfQueueView]]:
     return ok(queue_shape(_change(queue_id, body, replace=False)))
 
 
 @router.delete(CF_Q)
-def delete_queue(account_id: str, queue_id: str) -> Response[dict]:
+def delete_queue(account_id: str, queue_id: str) -> Response[Envelope[None]]:
     service().queues.delete(queue_name(queue_id))
     return ok(None)
 
 
 @router.get(f"{CF_Q}/metrics")
-def get_metrics(account_id: str, queue_id: str) -> Response[dict]:
+def get_metrics(account_id: str, queue_id: str) -> Response[Envelope[CfMetrics]]:
     return ok(metrics_of(queue_name(queue_id)))
 
 
 @router.post(f"{CF_Q}/purge")
 def start_purge(
     account_id: str, queue_id: str, body: Annotated[CfPurge | None, Body()] = None
-) -> Response[dict]:
+) -> Response[Envelope[CfQueueView]]:
     if body is None or not body.delete_messages_permanently:
         raise errors.InvalidRequest("purging deletes every message: send delete_messages_permanently: true")
     engine = service()
@@ -148,7 +153,7 @@ def start_purge(
 
 
 @router.get(f"{CF_Q}/purge")
-def purge_status(account_id: str, queue_id: str) -> Response[dict]:
+def purge_status(account_id: str, queue_id: str) -> Response[Envelope[CfPurgeStatus]]:
     """Purges complete before they answer, so the last one that started has completed."""
     started = service().operations.last_purge_ms(queue_name(queue_id))
     if started is None:

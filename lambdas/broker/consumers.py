@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
@@ -10,10 +9,11 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from lambdas.common.http import ok
+from lambdas.common.responses import Consumers, ConsumerView, Envelope
 from lambdas.common.runtime import service
 from lambdas.common.schemas import CreateConsumer
-from sluice import constants as c
 from sluice.engine.push import ConsumerStore, parse_consumer
+from sluice.settings import get_settings
 
 router = APIGatewayHttpRouter()
 
@@ -22,30 +22,32 @@ def _store() -> ConsumerStore:
     return ConsumerStore(service().backend)
 
 
-@router.post("/v1/queues/<queue_name>/consumers")
-def create_consumer(queue_name: str, body: Annotated[CreateConsumer, Body()]) -> Response[dict]:
+@router.post("/v1/queues/<queue_name>/consumers", status_code=201)
+def create_consumer(
+    queue_name: str, body: Annotated[CreateConsumer, Body()]
+) -> Response[Envelope[ConsumerView]]:
     engine = service()
     queue = engine.queues.get(queue_name)
     raw: dict[str, Any] = body.model_dump(exclude_none=True)
-    allow_local = os.environ.get(c.ENV_ALLOW_LOCAL_WEBHOOKS) == "1"
+    allow_local = get_settings().allow_local_webhooks
     consumer = parse_consumer(raw, allow_local=allow_local, now=engine.backend.clock())
     return ok(_store().create(queue, consumer).public(), status=201)
 
 
 @router.get("/v1/queues/<queue_name>/consumers")
-def list_consumers(queue_name: str) -> Response[dict]:
+def list_consumers(queue_name: str) -> Response[Envelope[Consumers]]:
     queue = service().queues.get(queue_name)
     return ok({"consumers": [x.public() for x in _store().list(queue)]})
 
 
 @router.get("/v1/queues/<queue_name>/consumers/<consumer_id>")
-def get_consumer(queue_name: str, consumer_id: str) -> Response[dict]:
+def get_consumer(queue_name: str, consumer_id: str) -> Response[Envelope[ConsumerView]]:
     queue = service().queues.get(queue_name)
     return ok(_store().get(queue, consumer_id).public())
 
 
 @router.delete("/v1/queues/<queue_name>/consumers/<consumer_id>")
-def delete_consumer(queue_name: str, consumer_id: str) -> Response[dict]:
+def delete_consumer(queue_name: str, consumer_id: str) -> Response[Envelope[None]]:
     queue = service().queues.get(queue_name)
     _store().delete(queue, consumer_id)
     return ok(None)

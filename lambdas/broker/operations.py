@@ -11,6 +11,7 @@ from pydantic import ConfigDict, Field, ValidationError, ValidatorFunctionWrapHa
 from pydantic_core import PydanticCustomError
 
 from lambdas.common.http import ok, principal_of
+from lambdas.common.responses import Envelope, Group, Groups, Purged, QueueMetrics, QueueView, Redriven
 from lambdas.common.runtime import service
 from lambdas.common.schemas import Strict
 from sluice.models import MAX_COUNT, MAX_TIMESTAMP_MS
@@ -47,44 +48,44 @@ class Redrive(Strict):
     )
 
 
-@router.post("/v1/queues/<queue_name>/consumer-groups")
-def create_group(queue_name: str, body: Annotated[CreateGroup, Body()]) -> Response[dict]:
+@router.post("/v1/queues/<queue_name>/consumer-groups", status_code=201)
+def create_group(queue_name: str, body: Annotated[CreateGroup, Body()]) -> Response[Envelope[Group]]:
     return ok(service().groups.create(queue_name, body.name, body.start), status=201)
 
 
 @router.get("/v1/queues/<queue_name>/consumer-groups")
-def list_groups(queue_name: str) -> Response[dict]:
+def list_groups(queue_name: str) -> Response[Envelope[Groups]]:
     return ok({"consumer_groups": service().groups.list(queue_name)})
 
 
 @router.get("/v1/queues/<queue_name>/consumer-groups/<group>")
-def get_group(queue_name: str, group: str) -> Response[dict]:
+def get_group(queue_name: str, group: str) -> Response[Envelope[Group]]:
     return ok(service().groups.get(queue_name, group))
 
 
 @router.delete("/v1/queues/<queue_name>/consumer-groups/<group>")
-def delete_group(queue_name: str, group: str) -> Response[dict]:
+def delete_group(queue_name: str, group: str) -> Response[Envelope[None]]:
     service().groups.delete(queue_name, group)
     return ok(None)
 
 
 @router.post("/v1/queues/<queue_name>/purge")
-def purge(queue_name: str) -> Response[dict]:
+def purge(queue_name: str) -> Response[Envelope[Purged]]:
     return ok(service().operations.purge(queue_name))
 
 
 @router.post("/v1/queues/<queue_name>/pause")
-def pause(queue_name: str) -> Response[dict]:
+def pause(queue_name: str) -> Response[Envelope[QueueView]]:
     return ok(service().queues.set_paused(queue_name, True).public())
 
 
 @router.post("/v1/queues/<queue_name>/resume")
-def resume(queue_name: str) -> Response[dict]:
+def resume(queue_name: str) -> Response[Envelope[QueueView]]:
     return ok(service().queues.set_paused(queue_name, False).public())
 
 
 @router.post("/v1/queues/<queue_name>/redrive")
-def redrive(queue_name: str, body: Annotated[Redrive, Body()]) -> Response[dict]:
+def redrive(queue_name: str, body: Annotated[Redrive, Body()]) -> Response[Envelope[Redriven]]:
     engine = service()
     # The route checked admin on the target queue; draining the DLQ needs admin there too.
     engine.tokens.authorize(principal_of(router), "admin", body.from_queue)
@@ -92,5 +93,5 @@ def redrive(queue_name: str, body: Annotated[Redrive, Body()]) -> Response[dict]
 
 
 @router.get("/v1/queues/<queue_name>/metrics")
-def metrics(queue_name: str) -> Response[dict]:
+def metrics(queue_name: str) -> Response[Envelope[QueueMetrics]]:
     return ok(service().operations.metrics(queue_name))

@@ -9,14 +9,15 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from lambdas.common.http import ok
+from lambdas.common.responses import Envelope, QueueList, QueueView, TokenCreated, TokenView
 from lambdas.common.runtime import service
 from lambdas.common.schemas import CreateQueue, CreateToken, UpdateQueue
 
 router = APIGatewayHttpRouter()
 
 
-@router.post("/v1/queues")
-def create_queue(body: Annotated[CreateQueue, Body()]) -> Response[dict]:
+@router.post("/v1/queues", status_code=201)
+def create_queue(body: Annotated[CreateQueue, Body()]) -> Response[Envelope[QueueView]]:
     queue = service().queues.create(body.queue_name, body.settings)
     return ok(queue.public(), status=201)
 
@@ -24,40 +25,40 @@ def create_queue(body: Annotated[CreateQueue, Body()]) -> Response[dict]:
 @router.get("/v1/queues")
 def list_queues(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100, cursor: Annotated[str | None, Query()] = None
-) -> Response[dict]:
+) -> Response[Envelope[QueueList]]:
     queues = service().queues.list(limit=limit, after=cursor)
     next_cursor = queues[-1].name if len(queues) == limit else None
     return ok({"queues": [q.public() for q in queues], "cursor": next_cursor})
 
 
 @router.get("/v1/queues/<queue_name>")
-def get_queue(queue_name: str) -> Response[dict]:
+def get_queue(queue_name: str) -> Response[Envelope[QueueView]]:
     return ok(service().queues.get(queue_name).public())
 
 
 @router.patch("/v1/queues/<queue_name>")
-def update_queue(queue_name: str, body: Annotated[UpdateQueue, Body()]) -> Response[dict]:
+def update_queue(queue_name: str, body: Annotated[UpdateQueue, Body()]) -> Response[Envelope[QueueView]]:
     return ok(service().queues.update_settings(queue_name, body.settings).public())
 
 
 @router.delete("/v1/queues/<queue_name>")
-def delete_queue(queue_name: str) -> Response[dict]:
+def delete_queue(queue_name: str) -> Response[Envelope[None]]:
     service().queues.delete(queue_name)
     return ok(None)
 
 
-@router.post("/v1/tokens")
-def create_token(body: Annotated[CreateToken, Body()]) -> Response[dict]:
+@router.post("/v1/tokens", status_code=201)
+def create_token(body: Annotated[CreateToken, Body()]) -> Response[Envelope[TokenCreated]]:
     token_id, token = service().tokens.create(body.queue, body.scopes)
     return ok({"token_id": token_id, "token": token, "queue": body.queue, "scopes": body.scopes}, status=201)
 
 
 @router.get("/v1/tokens")
-def list_tokens() -> Response[dict]:
+def list_tokens() -> Response[Envelope[list[TokenView]]]:
     return ok(service().tokens.list())
 
 
 @router.delete("/v1/tokens/<token_id>")
-def revoke_token(token_id: str) -> Response[dict]:
+def revoke_token(token_id: str) -> Response[Envelope[None]]:
     service().tokens.revoke(token_id)
     return ok(None)

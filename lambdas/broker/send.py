@@ -10,6 +10,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from lambdas.broker import idempotency
 from lambdas.common.http import ok
+from lambdas.common.responses import Envelope, Sent
 from lambdas.common.runtime import service
 from lambdas.common.schemas import SendBatch, SendMessage
 from sluice import errors
@@ -45,7 +46,7 @@ def send(
     queue_name: str,
     body: Annotated[SendBatch, Body()],
     version: Annotated[int | None, Query(ge=0, le=MAX_VERSION)] = None,
-) -> Response[dict]:
+) -> Response[Envelope[Sent]]:
     def publish() -> dict:
         result = service().publisher.publish(
             queue_name, to_outgoing(body.messages, body.delay_seconds), version=version

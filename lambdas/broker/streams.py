@@ -8,6 +8,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
+from lambdas.common.responses import StreamAppended, StreamDeleted, body_of
 from lambdas.common.runtime import service
 from lambdas.common.streams import (
     STREAM_RULE,
@@ -26,7 +27,7 @@ router = APIGatewayHttpRouter()
 _VERSION_RE = re.compile(r"\A[0-9]{1,19}\Z")  # MAX_VERSION (2^63 - 1) has 19 digits
 
 
-@router.post(STREAM_RULE)
+@router.post(STREAM_RULE, responses=body_of(StreamAppended))
 def publish() -> Response[Any]:
     with plain_errors():
         name = stream_name(router)
@@ -53,7 +54,7 @@ def publish() -> Response[Any]:
         return json_response({"offsets": streams.append(name, texts, version)})
 
 
-@router.delete(STREAM_RULE)
+@router.delete(STREAM_RULE, responses=body_of(StreamDeleted))
 def delete() -> Response[Any]:
     with plain_errors():
         service().streams.delete(stream_name(router))

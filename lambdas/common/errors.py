@@ -5,14 +5,12 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
+from lambdas.common.observability import logger
 from sluice import errors, names
-
-logger = Logger(child=True)
 
 # Most specific first: the first class an exception is an instance of decides its status.
 STATUS: tuple[tuple[type[errors.SluiceError], int], ...] = (

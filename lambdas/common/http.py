@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from collections.abc import Callable
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.common import errors as error_registry
+from lambdas.common.observability import http_function
 from lambdas.common.openstreams import SECURITY_HEADERS
 from lambdas.common.runtime import service
 from sluice import errors
 from sluice.constants import (
     CLOUDFLARE,
-    ENV_OPEN_STREAM_PREFIX,
     LAMBDA_SYNC_PAYLOAD_BYTES,
     OPEN_STREAMS,
     ROUTES,
@@ -27,14 +25,15 @@ from sluice.constants import (
     Route,
 )
 from sluice.engine.auth import Principal
+from sluice.settings import get_settings
 
-logger = Logger()
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 
 
 def build_app(*routers: APIGatewayHttpRouter) -> APIGatewayHttpResolver:
-    """One resolver per function: validation and OpenAPI from the route signatures, one error registry."""
-    app = APIGatewayHttpResolver(enable_validation=True)
+    """One resolver per function: validation and OpenAPI from the route signatures, one error registry.
+    An answer off its response model is our bug: a 500 (logged), never the caller's 400."""
+    app = APIGatewayHttpResolver(enable_validation=True, response_validation_error_http_code=500)
     error_registry.register(app)
     for router in routers:
         app.include_router(router)
@@ -89,9 +88,9 @@ def authorize(route: Route, event: dict[str, Any]) -> Principal:
 
 
 def open_without_token(route: Route, event: dict[str, Any]) -> bool:
-    """The opt-in of ENV_OPEN_STREAM_PREFIX: open-protocol stream paths under that prefix (`*`: all)
+    """The opt-in of `Settings.open_stream_prefix`: open-protocol stream paths under that prefix (`*`: all)
     are served without a token. Off unless the stack (CDK context) or `sluice local` sets it."""
-    prefix = os.environ.get(ENV_OPEN_STREAM_PREFIX, "")
+    prefix = get_settings().open_stream_prefix
     if route.face != OPEN_STREAMS or not prefix:
         return False
     path = (event.get("pathParameters") or {}).get(route.queue_param or "", "")
@@ -170,7 +169,7 @@ def make_handler(app: APIGatewayHttpResolver, function: str) -> LambdaHandler:
     """The Lambda entry point of `function`: auth gate from the route table, then the resolver."""
     routes = {route.route_key: route for route in ROUTES if route.function == function}
 
-    @logger.inject_lambda_context(clear_state=True)
+    @http_function
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         route = routes.get(event.get("routeKey", ""))
         raw_body = route is not None and route.face == OPEN_STREAMS  # bytes of any content type

@@ -115,7 +115,8 @@ def build() -> dict[str, Any]:
                     _open_stream_operation(operation)
             merged["paths"].setdefault(path, {}).update(operations)
         for name, schema in doc.get("components", {}).get("schemas", {}).items():
-            merged["components"]["schemas"].setdefault(name, schema)
+            if name != "ResponseValidationError":  # Powertools' 500 body; ours is the envelope
+                merged["components"]["schemas"].setdefault(name, schema)
     statuses = sorted({status for _cls, status in STATUS} | {500})
     scoped = {
         (r.method.lower(), r.path.replace("{name+}", "{name}").replace("{path+}", "{path}")): r
@@ -128,6 +129,7 @@ def build() -> dict[str, Any]:
                 operation["x-sluice-scopes"] = list(route.scopes)
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)  # validation failures are 400s with the envelope here
+            responses.pop("500", None)  # an answer off its model is a 500 with the envelope, as any bug
             if path == OPEN_STREAMS_OPENAPI_PATH:
                 for status in statuses:
                     responses.setdefault(str(status), _OPEN_STREAM_ERROR)

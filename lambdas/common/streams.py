@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from lambdas.common.errors import as_plain
@@ -46,10 +47,17 @@ def json_response(body: str | dict[str, Any], status: int = 200) -> Response[Any
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
 
 
+_NOT_ALLOWED: OpenAPIResponse = {
+    "description": "Method not allowed",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StreamsError"}}},
+}
+
+
 def register_method_not_allowed(
     router: APIGatewayHttpRouter, methods: list[str]
 ) -> Callable[[], Response[Any]]:
-    @router.route(STREAM_RULE, method=methods)
+    # Never a 200: only the 405 (and the auth gate's errors) are documented.
+    @router.route(STREAM_RULE, method=methods, responses={405: _NOT_ALLOWED})
     def method_not_allowed() -> Response[Any]:
         raise as_plain(errors.MethodNotAllowed("Method not allowed", allow=ALLOW))
 

@@ -25,6 +25,7 @@ from lambdas.common.cloudflare import (
     seconds,
 )
 from lambdas.common.http import RESPONSE_BUDGET_BYTES, encoded_size, ok
+from lambdas.common.responses import CfAcked, CfPeeked, CfPulled, CfPurgedRefs, Envelope
 from lambdas.common.runtime import service
 from sluice.codec import body_to_cloudflare
 from sluice.engine.consume import RetryRequest
@@ -57,7 +58,9 @@ def _batch_size(name: str, asked: int | None) -> int:
 
 
 @router.post(f"{CF_Q}/messages/pull")
-def pull(account_id: str, queue_id: str, body: Annotated[CfPull | None, Body()] = None) -> Response[dict]:
+def pull(
+    account_id: str, queue_id: str, body: Annotated[CfPull | None, Body()] = None
+) -> Response[Envelope[CfPulled]]:
     body = body or CfPull()
     name = queue_name(queue_id)
     result = service().consumer.pull(
@@ -79,7 +82,9 @@ def pull(account_id: str, queue_id: str, body: Annotated[CfPull | None, Body()] 
 
 
 @router.post(f"{CF_Q}/messages/ack")
-def ack(account_id: str, queue_id: str, body: Annotated[CfAck | None, Body()] = None) -> Response[dict]:
+def ack(
+    account_id: str, queue_id: str, body: Annotated[CfAck | None, Body()] = None
+) -> Response[Envelope[CfAcked]]:
     body = body or CfAck()
     name = queue_name(queue_id)
     leases = [a.lease_id for a in body.acks] + [r.lease_id for r in body.retries]
@@ -99,7 +104,9 @@ def ack(account_id: str, queue_id: str, body: Annotated[CfAck | None, Body()] = 
 
 
 @router.post(f"{CF_Q}/messages/peek")
-def peek(account_id: str, queue_id: str, body: Annotated[CfPeek | None, Body()] = None) -> Response[dict]:
+def peek(
+    account_id: str, queue_id: str, body: Annotated[CfPeek | None, Body()] = None
+) -> Response[Envelope[CfPeeked]]:
     engine = service()
     peeked = Peeker(engine.operations, engine.consumer).peek(
         queue_name(queue_id), (body or CfPeek()).batch_size
@@ -123,7 +130,9 @@ def peek(account_id: str, queue_id: str, body: Annotated[CfPeek | None, Body()] 
 
 
 @router.post(f"{CF_Q}/messages/purge")
-def purge_refs(account_id: str, queue_id: str, body: Annotated[CfPurgeRefs, Body()]) -> Response[dict]:
+def purge_refs(
+    account_id: str, queue_id: str, body: Annotated[CfPurgeRefs, Body()]
+) -> Response[Envelope[CfPurgedRefs]]:
     """Purging a ref acks it: a message delivered at least once goes; one never delivered is reported."""
     engine = service()
     name = queue_name(queue_id)

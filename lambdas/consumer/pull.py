@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from lambdas.common.http import RESPONSE_BUDGET_BYTES, encoded_size, ok
+from lambdas.common.responses import Acked, Envelope, Extended, Pulled
 from lambdas.common.runtime import service
 from lambdas.common.schemas import Ack, ExtendLeases, Pull
 from sluice.codec import delivery_to_native
@@ -24,7 +25,7 @@ def native_message(d: Delivery) -> dict[str, Any]:
 
 
 @router.post("/v1/queues/<queue_name>/messages/pull")
-def pull(queue_name: str, body: Annotated[Pull, Body()]) -> Response[dict]:
+def pull(queue_name: str, body: Annotated[Pull, Body()]) -> Response[Envelope[Pulled]]:
     result = service().consumer.pull(
         queue_name,
         group=body.consumer_group,
@@ -43,7 +44,7 @@ def pull(queue_name: str, body: Annotated[Pull, Body()]) -> Response[dict]:
 
 
 @router.post("/v1/queues/<queue_name>/messages/ack")
-def ack(queue_name: str, body: Annotated[Ack, Body()]) -> Response[dict]:
+def ack(queue_name: str, body: Annotated[Ack, Body()]) -> Response[Envelope[Acked]]:
     result = service().consumer.ack(
         queue_name,
         [a.lease_id for a in body.acks],
@@ -53,6 +54,6 @@ def ack(queue_name: str, body: Annotated[Ack, Body()]) -> Response[dict]:
 
 
 @router.post("/v1/queues/<queue_name>/messages/lease")
-def extend(queue_name: str, body: Annotated[ExtendLeases, Body()]) -> Response[dict]:
+def extend(queue_name: str, body: Annotated[ExtendLeases, Body()]) -> Response[Envelope[Extended]]:
     result = service().consumer.extend(queue_name, body.lease_ids, body.visibility_timeout_ms)
     return ok({"extendedCount": result.ack_count, "warnings": result.warnings})

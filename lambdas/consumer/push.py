@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.parser import parse
 
+from lambdas.common.observability import event_function, logger
 from lambdas.common.runtime import service
-from sluice import constants as c
 from sluice.adapters.targets import target_for
 from sluice.events import PushWorkerEvent
+from sluice.settings import get_settings
 
-logger = Logger(child=True)
 
-
+@event_function
 def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     spec = parse(event=event, model=PushWorkerEvent).push
-    allow_local = os.environ.get(c.ENV_ALLOW_LOCAL_WEBHOOKS) == "1"
+    allow_local = get_settings().allow_local_webhooks
     report = service().pusher.run(
         spec.queue,
         spec.consumer_id,

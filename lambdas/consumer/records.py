@@ -10,6 +10,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from lambdas.common.http import RESPONSE_BUDGET_BYTES, encoded_size, encoded_text_size, ok
+from lambdas.common.responses import Envelope, Records, Shards, StreamRecords, body_of
 from lambdas.common.runtime import service
 from lambdas.common.streams import STREAM_RULE, json_response, plain_errors, query, stream_name
 from sluice import errors
@@ -45,7 +46,7 @@ def records(
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 10,
     timeout_sec: Annotated[float, Query(ge=0, le=MAX_TIMEOUT_MS / 1000)] = 0,
     shard: Annotated[int | None, Query(ge=0, le=MAX_SHARD_ID)] = None,
-) -> Response[dict]:
+) -> Response[Envelope[Records]]:
     if offset is not None and start is not None:
         raise errors.InvalidOffset("pass either offset or start, not both")
     page = service().reader.read(
@@ -61,11 +62,11 @@ def records(
 
 
 @router.get("/v1/queues/<queue_name>/shards")
-def shards(queue_name: str) -> Response[dict]:
+def shards(queue_name: str) -> Response[Envelope[Shards]]:
     return ok({"shards": service().reader.shard_ranges(queue_name)})
 
 
-@router.get(STREAM_RULE)
+@router.get(STREAM_RULE, responses=body_of(StreamRecords))
 def read_stream() -> Response[Any]:
     with plain_errors():
         name = stream_name(router)

@@ -13,22 +13,17 @@ from dataclasses import asdict
 from functools import lru_cache
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.common.invoke import LambdaInvoker
+from lambdas.common.observability import event_function, logger, metrics
 from lambdas.common.runtime import service
 from sluice import constants as c
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig, RunReport
 from sluice.events import CoordinatorEvent
-from sluice.settings import CoordinatorSettings
-
-logger = Logger(service=c.SERVICE_NAME)
-metrics = Metrics(namespace=c.METRICS_NAMESPACE, service=c.SERVICE_NAME)
-copy_config_to_registered_loggers(source_logger=logger, include={"sluice.coordinator"})
+from sluice.settings import get_settings
 
 SAFETY_SECONDS = 10.0  # stop looping this long before the function's timeout
 
@@ -36,9 +31,10 @@ SAFETY_SECONDS = 10.0  # stop looping this long before the function's timeout
 @lru_cache(maxsize=1)
 def coordinator() -> Coordinator:
     """One per container: the holder id stays the same across invocations of a warm container."""
+    settings = get_settings()
     engine = service()
-    config = CoordinatorConfig.from_settings(CoordinatorSettings.from_env())
-    return Coordinator(engine.backend, engine.queues, LambdaInvoker(), config)
+    config = CoordinatorConfig.from_settings(settings.coordinator)
+    return Coordinator(engine.backend, engine.queues, LambdaInvoker(settings.lambda_endpoint_url), config)
 
 
 def emit_metrics(report: RunReport) -> None:
@@ -76,7 +72,7 @@ def loop_seconds(event: CoordinatorEvent, config: CoordinatorConfig, remaining_m
 
 
 @metrics.log_metrics
-@logger.inject_lambda_context(clear_state=True)
+@event_function
 @event_parser(model=CoordinatorEvent)
 def lambda_handler(event: CoordinatorEvent, context: LambdaContext) -> dict[str, Any]:
     coord = coordinator()

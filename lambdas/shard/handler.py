@@ -9,17 +9,15 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from lambdas.common.observability import event_function, logger
 from lambdas.common.runtime import service
 from sluice.events import ShardWorkEvent
 
-logger = Logger()
 
-
-@logger.inject_lambda_context(clear_state=True)
+@event_function
 @event_parser(model=ShardWorkEvent)
 def lambda_handler(event: ShardWorkEvent, context: LambdaContext) -> dict[str, Any]:
     report = service().shard_worker.run(event.actions, event.queue, event.shards)

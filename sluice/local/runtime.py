@@ -62,7 +62,7 @@ DEFAULT_ASYNC_CONCURRENCY = {c.FN_CONSUMER: 4, c.FN_SHARD: 1}
 # DynamoDB deletes items past their TTL by itself (AWS runs no function for it); moto never does, so
 # the runtime deletes them every this many seconds, in a process of its own (`ShardWorker.sweep`).
 DYNAMODB_TTL_SWEEP_SECONDS = 5.0
-log = logging.getLogger("sluice.local")
+log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 5.0  # SIGTERM to exit, at most (plus interpreter teardown)
 BODY_READ_TIMEOUT_SECONDS = 30.0  # a client silent this long mid-request is cut off
 LINGER_SECONDS, LINGER_MAX_READS = 0.2, 256  # draining a refused request's unread input (at most 16 MiB)

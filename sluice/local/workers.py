@@ -32,7 +32,7 @@ LAMBDA_DEFAULT_MEMORY_MB = 128
 COLD_START_LIMIT_SECONDS = 60.0  # a container that cannot import its handler in this time is broken
 DELIVERY_ATTEMPTS = 2  # containers tried for one event that none has received yet
 _MP = get_context("spawn")
-log = logging.getLogger("sluice.local")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from sluice import constants as c
-from sluice.settings import Settings
+from sluice.settings import CoordinatorSettings, Settings
 from stacks.functions import CODE_DIRS, POWERTOOLS_SSM_TEMPLATE, pinned_powertools_version, stage_code
 from tests.infra.helpers import function_ids, literal, of_type, refs
 
@@ -37,12 +37,21 @@ def settings_env_vars() -> set[str]:
     return env.read
 
 
-# Read by Settings but local-runtime only: on AWS the SDK's own endpoints are used.
-LOCAL_ONLY = {c.ENV_AWS_ENDPOINT_URL}
+# Read by Settings but local-runtime only: on AWS the SDK's own endpoints are used, and push targets
+# are never local webhooks.
+LOCAL_ONLY = {c.ENV_AWS_ENDPOINT_URL, c.ENV_LAMBDA_ENDPOINT_URL, c.ENV_ALLOW_LOCAL_WEBHOOKS}
+# Set on some functions only: the opt-in (CDK context) and the coordinator's cadence (the schedule's).
+OPTIONAL = {c.ENV_OPEN_STREAM_PREFIX}
+
+
+def coordinator_env_vars() -> set[str]:
+    env = RecordingEnv()
+    CoordinatorSettings.from_env(env)
+    return env.read
 
 
 def test_every_settings_variable_is_set_on_every_function(resources: dict[str, Any]) -> None:
-    wanted = settings_env_vars() - LOCAL_ONLY
+    wanted = settings_env_vars() - LOCAL_ONLY - OPTIONAL - coordinator_env_vars()
     assert c.ENV_CONTROL_TABLE in wanted and c.ENV_SHARD_TABLES in wanted
     for name, lid in function_ids(resources).items():
         env = resources[lid]["Properties"]["Environment"]["Variables"]

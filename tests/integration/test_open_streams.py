@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from sluice import constants as c
+from sluice.settings import get_settings
 from tests.conftest import ADMIN_TOKEN, FakeClock
 
 BASE = c.OPEN_STREAM_ROUTE_PREFIX
@@ -156,7 +157,7 @@ def test_tokens_and_the_open_prefix_opt_in(path, monkeypatch):
     assert call("PUT", path, headers=TEXT, token=None)[0] == 401
     status, headers, _ = call("GET", path, token=None)
     assert status == 401 and headers["x-content-type-options"] == "nosniff"
-    monkeypatch.setenv(c.ENV_OPEN_STREAM_PREFIX, "t/")
+    monkeypatch.setattr(get_settings(), "open_stream_prefix", "t/")
     assert call("PUT", path, headers=TEXT, token=None)[0] == 201
     assert call("GET", f"{BASE}other", token=None)[0] == 401  # outside the prefix: token needed
 

@@ -23,7 +23,7 @@ LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _ARN_RE = re.compile(
     r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9_$-]+)?$"
 )
-_PYTHON_RE = re.compile(r"^python:[A-Za-z_][\w.]*(:[A-Za-z_]\w*)?$")
+_PYTHON_RE = re.compile(r"^python:[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 class PushConsumer(BaseModel):
