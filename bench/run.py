@@ -11,8 +11,6 @@ import base64
 import json
 import math
 import os
-import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -20,6 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bench import coldstart
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "performance.md"
@@ -269,69 +269,6 @@ def sqs_per_million(size: int) -> float:
     return 1e6 * SQS_PRICE * requests / SQS_BATCH
 
 
-# --- cold import -------------------------------------------------------------------------------------------
-
-
-COMPONENTS = (
-    "botocore.session",
-    "boto3",
-    "pydantic",
-    "aws_lambda_powertools.event_handler",
-    "aws_lambda_powertools.utilities.parameters",
-)
-
-
-def measure_import(module: str = "lambdas.broker.handler", runs: int = 5) -> dict[str, Any]:
-    code = (
-        f"import time,sys;w=time.perf_counter();c=time.process_time();import {module};"
-        "print(time.perf_counter()-w, time.process_time()-c, 'moto' in sys.modules, len(sys.modules))"
-    )
-    walls, cpus = [], []
-    moto = False
-    for _ in range(runs):
-        out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
-        )
-        wall, cpu_s, has_moto, _n = out.stdout.split()
-        walls.append(float(wall) * 1000)
-        cpus.append(float(cpu_s) * 1000)
-        moto = moto or has_moto == "True"
-    base = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import time;c=time.process_time();import json,email.parser;print(time.process_time()-c)",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    parts = {}
-    for part in COMPONENTS:
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                f"import time;c=time.process_time();import {part};print(time.process_time()-c)",
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=ROOT,
-        )
-        parts[part] = float(out.stdout) * 1000
-    return {
-        "parts": parts,
-        "module": module,
-        "wall_ms": statistics.median(walls),
-        "cpu_ms": statistics.median(cpus),
-        "min_wall_ms": min(walls),
-        "imports_moto": moto,
-        "load": os.getloadavg()[0],
-        "baseline_stdlib_cpu_ms": float(base.stdout) * 1000,
-    }
-
-
 # --- local end to end ------------------------------------------------------------------------------------
 
 
@@ -516,23 +453,7 @@ def render(units: dict, cpu: dict, imports: dict, e2e: dict | None) -> tuple[str
             + " | ".join(f"{c[p]['ms_per_request']:.2f}" for p in PHASES)
             + " |"
         )
-    lines += [
-        "",
-        "## Broker cold import",
-        "",
-        f"`import {imports['module']}` in a fresh interpreter, median of 5: **{imports['wall_ms']:.0f} ms wall**,",
-        f"{imports['cpu_ms']:.0f} ms CPU (fastest run {imports['min_wall_ms']:.0f} ms wall); imports moto: "
-        f"{imports['imports_moto']}. Load average while measuring: {imports['load']:.1f} on {os.cpu_count()} cores "
-        f"(importing `json` + `email.parser` alone took {imports['baseline_stdlib_cpu_ms']:.0f} ms CPU, "
-        "a few ms on a typical idle machine), so compare runs made under similar load.",
-        "",
-        "Each dependency alone in a fresh interpreter (CPU ms; they overlap, so they do not add up):",
-        "",
-        "| module | CPU ms |",
-        "|---|---:|",
-        *[f"| `{m}` | {ms:.0f} |" for m, ms in imports["parts"].items()],
-        "",
-    ]
+    lines += ["", *coldstart.render(imports)]
     if e2e:
         lines += [
             "## Local end to end (HTTP runtime, SDK)",
@@ -569,16 +490,7 @@ def _assessment(costs: dict, imports: dict) -> list[str]:
         "  the same for every batch size; SQS bills them per 64 KB chunk, so it is cheaper there.",
         "- Publish: 2 sequential DynamoDB round trips (UpdateItem head, PutItem batch item; more PutItems only",
         "  for batches over 350 KB) and 0 SSM calls in steady state (Powertools cache; see the calls column).",
-        f"- **Broker cold import: {imports['wall_ms']:.0f} ms wall / {imports['cpu_ms']:.0f} ms CPU here: over the 300 ms",
-        f"  budget.** botocore alone costs {imports['parts']['botocore.session']:.0f} ms CPU on this machine's Python, so no",
-        "  handler that talks to AWS can import in 300 ms here; making botocore lazy would only move that",
-        "  cost into the first request. This machine was shared by several busy test runs while measuring,",
-        "  and even the stdlib baseline above is several times slower than usual. No test",
-        "  dependency (moto) is imported. The largest parts (python -X importtime): boto3 + botocore",
-        "  (about half; boto3 also drags in s3transfer), Powertools' event handler with its OpenAPI/pydantic",
-        "  validation (about 40%), Powertools parameters (imports every provider). What would cut it: clients",
-        "  from `botocore.session` instead of boto3 (no s3transfer), a small TTL cache over `SsmMirror.read`",
-        "  instead of `utilities.parameters`, and resolver validation only where bodies exist.",
+        *coldstart.assessment(imports),
         "",
     ]
 
@@ -609,7 +521,7 @@ def plot(costs: dict) -> None:
 def main() -> None:
     quick = "--no-e2e" in sys.argv
     units, cpu = measure_in_process()
-    imports = measure_import()
+    imports = coldstart.measure()
     e2e = None if quick else measure_e2e()
     text, costs = render(units, cpu, imports, e2e)
     plot(costs)

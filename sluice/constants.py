@@ -215,3 +215,7 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("GET", f"{_V1_Q}/consumers/{{consumer_id}}", FN_BROKER, (ADMIN,), _QP),
     Route("DELETE", f"{_V1_Q}/consumers/{{consumer_id}}", FN_BROKER, (ADMIN,), _QP),
 )
+# The functions behind the HTTP API run with SnapStart, which applies only to published versions: the
+# API invokes them through this alias (on the newest version), never $LATEST.
+API_FUNCTIONS: Final = frozenset(route.function for route in ROUTES)
+API_ALIAS: Final = "live"

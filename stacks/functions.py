@@ -15,6 +15,10 @@
   region's ARN) or `powertools_layer_arn` (an explicit ARN; wins over both).
 - Logs: one log group per function with a generated name (`fn.log_group.log_group_name`), removed with
   the stack unless data is retained: a destroyed stage deploys again without name collisions.
+- Cold start: the functions behind the HTTP API (`constants.API_FUNCTIONS`) run with SnapStart, which
+  snapshots a published version after its init; each gets the alias `constants.API_ALIAS` on its
+  current version (`self.aliases`), and the API invokes that alias. Their after-restore hooks are in
+  `lambdas/common/restore.py`.
 """
 
 from __future__ import annotations
@@ -168,15 +172,21 @@ class FunctionFactory(Construct):
             self, "PowertoolsLayer", powertools_layer_arn
         )
         self.functions: dict[str, lambda_.Function] = {}
+        self.aliases: dict[str, lambda_.Alias] = {}
 
     def create_all(self) -> dict[str, lambda_.Function]:
         for name in c.FUNCTION_HANDLERS:
             self.functions[name] = self.create(name)
         return self.functions
 
+    def api_targets(self) -> dict[str, lambda_.IFunction]:
+        """What the HTTP API invokes: the SnapStart alias of each function behind it."""
+        return {name: self.aliases[name] for name in sorted(c.API_FUNCTIONS)}
+
     def create(self, name: str) -> lambda_.Function:
         title = name.capitalize()
         spec = SPECS[name]
+        snap_start = name in c.API_FUNCTIONS
         log_group = logs.LogGroup(
             self, f"{title}Logs", retention=self.retention, removal_policy=self.log_removal
         )
@@ -203,8 +213,15 @@ class FunctionFactory(Construct):
             tracing=lambda_.Tracing.ACTIVE,
             log_group=log_group,
             role=role,
+            snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if snap_start else None,
         )
         fn.node.add_dependency(log_group)
+        if snap_start:
+            # current_version is a new AWS::Lambda::Version whenever code or configuration changes,
+            # so every deploy snapshots the new code and moves the alias onto it.
+            self.aliases[name] = lambda_.Alias(
+                self, f"{title}Alias", alias_name=c.API_ALIAS, version=fn.current_version
+            )
         NagSuppressions.add_resource_suppressions(
             fn,
             [

@@ -85,7 +85,7 @@ class SluiceStack(Stack):
             self,
             "Http",
             stage=config.stage,
-            functions=self.functions,
+            functions=factory.api_targets(),
             throttle_rate=config.api_throttle_rate,
             throttle_burst=config.api_throttle_burst,
             log_retention_days=config.log_retention_days,

@@ -12,6 +12,7 @@ from lambdas.broker import (
     send,
     streams,
 )
+from lambdas.common import restore  # noqa: F401  (registers the SnapStart hooks)
 from lambdas.common.http import build_app, make_handler
 from sluice.constants import FN_BROKER
 

@@ -17,10 +17,12 @@ of a deployment. Keying the partition by the record's hash spreads them like eve
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, cast
 
+from lambdas.common import snapstart
 from sluice import errors
 from sluice.adapters import aws
 from sluice.engine import keys
@@ -74,6 +76,12 @@ def _guarded() -> tuple[IdempotencyConfig, Callable[..., dict[str, Any]]]:
         return send()
 
     return config, run
+
+
+# SnapStart (lambdas/common/restore.py): the utility is imported into the snapshot, and its persistence
+# layer (which holds a client) is rebuilt in each restored environment.
+snapstart.register_before_snapshot(importlib.import_module, "aws_lambda_powertools.utilities.idempotency")
+snapstart.register_after_restore(_guarded.cache_clear)
 
 
 def header_key(headers: dict[str, str] | None) -> str | None:

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from aws_lambda_powertools.utilities import parameters
-from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
-
 from sluice import errors
 from sluice.adapters import aws
 from sluice.service import Sluice
@@ -16,6 +13,11 @@ from sluice.settings import get_settings
 
 @lru_cache(maxsize=1)
 def service() -> Sluice:
+    # Imported here, not at module level: Powertools parameters imports boto3 (and s3transfer), which
+    # the handler's import need not pay for (SnapStart's before-snapshot hook imports it, restore.py).
+    from aws_lambda_powertools.utilities import parameters
+    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
     settings = get_settings()
     provider = parameters.SSMProvider(boto3_client=aws.client("ssm", settings.aws_endpoint_url))
     backend_mirror_name = settings.shard_map_prefix.rstrip("/")

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from lambdas.common import restore  # noqa: F401  (registers the SnapStart hooks)
 from lambdas.common.http import build_app, make_handler
 from lambdas.consumer import cloudflare, openstreams, pull, push, records
 from sluice.constants import FN_CONSUMER

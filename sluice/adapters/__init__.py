@@ -1,1 +1,1 @@
-"""Small adapters over AWS: the only place that imports boto3 or reads AWS error codes."""
+"""Small adapters over AWS: the only place that imports botocore (or boto3) or reads AWS error codes."""

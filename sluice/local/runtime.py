@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing import get_context
@@ -33,7 +33,7 @@ from sluice import errors
 from sluice.local import gateway, moto_patches
 from sluice.local.provision import TemplateUnavailable, provision
 from sluice.local.schedules import Schedule, schedule_environment, schedules_from_template
-from sluice.local.template import functions_from_template, load_template
+from sluice.local.template import ApiTarget, api_targets_from_template, functions_from_template, load_template
 from sluice.local.workers import (
     INTEGRATION_TIMEOUT_SECONDS,
     FunctionConfig,
@@ -103,6 +103,10 @@ class LocalRuntime:
             name: FunctionConfig.from_properties(props)
             for name, props in functions_from_template(template).items()
         }
+        # What API Gateway invokes for each route, read from the template: the SnapStart alias of the
+        # broker and consumer. Their HTTP pools run as that alias (restored containers); the async
+        # pools below run $LATEST, as the coordinator's Invoke calls do on AWS.
+        self.api_targets: dict[str, ApiTarget] = api_targets_from_template(template)
         self.settings: Settings = provision(f"http://{host}:{port}", self.stage, template=template)
         engine = Sluice.from_settings(self.settings)
         if self.admin_token:
@@ -128,7 +132,8 @@ class LocalRuntime:
             **self.extra_env,
         }
         self._env = env
-        self.pools = {fn: self._new_pool(fn, n) for fn, n in self.concurrency.items()}
+        aliases = {target.function: target.alias for target in self.api_targets.values()}
+        self.pools = {fn: self._new_pool(fn, n, aliases.get(fn)) for fn, n in self.concurrency.items()}
         self._async_pools: dict[str, FunctionPool] = {}
         self._async_lock = threading.Lock()
         for pool in self.pools.values():
@@ -193,11 +198,11 @@ class LocalRuntime:
                 pool = self._async_pools[function] = self._new_pool(function, size)
             return pool
 
-    def _new_pool(self, function: str, concurrency: int) -> FunctionPool:
+    def _new_pool(self, function: str, concurrency: int, alias: str | None = None) -> FunctionPool:
         config = self.function_configs.get(function)
         if config is None:
             raise TemplateUnavailable(f"the template defines no function with handler {function!r}")
-        return FunctionPool(function, concurrency, self._env, config)
+        return FunctionPool(function, concurrency, self._env, replace(config, alias=alias))
 
     def stop(self) -> None:
         """Stop at once: stop listening, kill every container (running invocations included, so
@@ -229,6 +234,9 @@ class LocalRuntime:
         if found is None:
             return gateway.NOT_FOUND
         route, params = found
+        target = self.api_targets.get(route.route_key)
+        if target is None:  # a route the deployed API would not have
+            return gateway.NOT_FOUND
         event = gateway.build_event(route, params, method, raw_path, raw_query, headers, body, source_ip)
         if gateway.event_too_large(event):
             return gateway.refusal(
@@ -238,7 +246,7 @@ class LocalRuntime:
                 )
             )
         try:
-            response = self.pools[route.function].invoke(event, wait_seconds=INTEGRATION_TIMEOUT_SECONDS)
+            response = self.pools[target.function].invoke(event, wait_seconds=INTEGRATION_TIMEOUT_SECONDS)
         except IntegrationTimedOut:
             log.warning("%s %s: no answer within the integration timeout", method, raw_path)
             return gateway.SERVICE_UNAVAILABLE

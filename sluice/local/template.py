@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,54 @@ def functions_from_template(template: dict[str, Any]) -> dict[str, dict[str, Any
         if res.get("Type") == "AWS::Lambda::Function" and props.get("Handler") in by_handler:
             found[by_handler[props["Handler"]]] = props
     return found
+
+
+@dataclass(frozen=True)
+class ApiTarget:
+    """What one API route invokes: the function (a `FUNCTION_HANDLERS` key) and the alias it goes
+    through (None: the unqualified function, i.e. $LATEST), and whether that function has SnapStart."""
+
+    function: str
+    alias: str | None
+    snap_start: bool
+
+
+def _ref(value: Any) -> str | None:
+    """The logical id a `Ref` or `Fn::GetAtt` names, or one found inside an `Fn::Join`."""
+    if isinstance(value, dict):
+        if "Ref" in value:
+            return str(value["Ref"])
+        if "Fn::GetAtt" in value:
+            return str(value["Fn::GetAtt"][0])
+        if "Fn::Join" in value:
+            found = [_ref(part) for part in value["Fn::Join"][1]]
+            return next((f for f in found if f), None)
+    return None
+
+
+def api_targets_from_template(template: dict[str, Any]) -> dict[str, ApiTarget]:
+    """Route key (`"GET /v1/queues"`) -> what the HTTP API invokes for it, followed through the
+    template as API Gateway does: route -> integration -> alias (or function) -> function -> handler."""
+    resources = template.get("Resources", {})
+    by_handler = {handler: name for name, handler in FUNCTION_HANDLERS.items()}
+    targets: dict[str, ApiTarget] = {}
+    for res in resources.values():
+        if res.get("Type") != "AWS::ApiGatewayV2::Route":
+            continue
+        props = res["Properties"]
+        integration = resources.get(_ref(props.get("Target")) or "", {})
+        invoked_id = _ref(integration.get("Properties", {}).get("IntegrationUri")) or ""
+        invoked = resources.get(invoked_id, {})
+        alias = None
+        if invoked.get("Type") == "AWS::Lambda::Alias":
+            alias = invoked["Properties"]["Name"]
+            invoked = resources.get(_ref(invoked["Properties"]["FunctionName"]) or "", {})
+        fn = invoked.get("Properties", {})
+        if invoked.get("Type") != "AWS::Lambda::Function" or fn.get("Handler") not in by_handler:
+            raise TemplateUnavailable(f"route {props.get('RouteKey')!r} invokes no Sluice function")
+        snap_start = fn.get("SnapStart", {}).get("ApplyOn") == "PublishedVersions"
+        targets[props["RouteKey"]] = ApiTarget(by_handler[fn["Handler"]], alias, snap_start)
+    return targets
 
 
 def main(argv: list[str] | None = None) -> int:

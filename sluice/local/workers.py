@@ -4,6 +4,11 @@ at a time, as a Lambda container does (Powertools resolvers keep per-request sta
 A container that dies (SIGKILL, a crash) or runs past its function timeout (a hang, SIGSTOP) is
 discarded, as Lambda discards an execution environment, and the next invocation starts a new one:
 one bad container never takes the function down.
+
+A function with SnapStart, invoked through its alias (the API's routes), starts as Lambda resumes it
+from a snapshot: init (the handler's import), then the before-snapshot and after-restore hooks
+(`lambdas.common.snapstart`), then the first event. Invoked unqualified ($LATEST: the coordinator's
+asynchronous invocations) it starts plainly, as on Lambda, where $LATEST never uses the snapshot.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from multiprocessing import get_context
 from multiprocessing.connection import Connection
 from typing import Any
 
+from lambdas.common import snapstart
 from sluice.constants import FUNCTION_HANDLERS
 from sluice.local import callaudit
 
@@ -42,6 +48,8 @@ class FunctionConfig:
     timeout_seconds: float = 30.0
     memory_mb: int = 512
     reserved_concurrency: int | None = None
+    snap_start: bool = False  # SnapStart on published versions
+    alias: str | None = None  # what the invocations name (None: $LATEST)
 
     @classmethod
     def from_properties(cls, props: dict[str, Any]) -> FunctionConfig:
@@ -51,7 +59,13 @@ class FunctionConfig:
             timeout_seconds=float(props.get("Timeout", LAMBDA_DEFAULT_TIMEOUT_SECONDS)),
             memory_mb=int(props.get("MemorySize", LAMBDA_DEFAULT_MEMORY_MB)),
             reserved_concurrency=None if reserved is None else int(reserved),
+            snap_start=props.get("SnapStart", {}).get("ApplyOn") == "PublishedVersions",
         )
+
+    @property
+    def restores_from_snapshot(self) -> bool:
+        """Lambda resumes a new environment from the snapshot only for a published version (an alias)."""
+        return self.snap_start and self.alias is not None
 
 
 class InvocationFailed(RuntimeError):
@@ -77,9 +91,13 @@ class LocalContext:
     log_group_name = "/aws/lambda/local"
     log_stream_name = "local"
 
-    def __init__(self, function: str, timeout_seconds: float, memory_mb: int = 512) -> None:
+    def __init__(
+        self, function: str, timeout_seconds: float, memory_mb: int = 512, alias: str | None = None
+    ) -> None:
         self.function_name = f"sluice-local-{function}"
         self.invoked_function_arn = f"arn:aws:lambda:us-east-1:000000000000:function:{self.function_name}"
+        if alias:
+            self.invoked_function_arn += f":{alias}"
         self.memory_limit_in_mb = memory_mb
         self.aws_request_id = uuid.uuid4().hex
         self._deadline = time.monotonic() + timeout_seconds
@@ -106,9 +124,12 @@ def _container_main(conn: Connection, function: str, env: dict[str, str], config
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the runtime stops us
     os.environ.update(env)
     os.environ["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] = str(config.memory_mb)
+    if config.restores_from_snapshot:
+        os.environ["AWS_LAMBDA_INITIALIZATION_TYPE"] = "snap-start"  # as Lambda sets it
     callaudit.install_from_env()  # tests record this function's AWS calls for the IAM audit
     handler = _handler(function)
-    conn.send(("ready", None))
+    restored = snapstart.snapshot_and_restore() if config.restores_from_snapshot else None
+    conn.send(("ready", restored))
     while True:
         try:
             event = conn.recv()
@@ -116,7 +137,7 @@ def _container_main(conn: Connection, function: str, env: dict[str, str], config
             return
         if event is None:
             return
-        context = LocalContext(function, config.timeout_seconds, config.memory_mb)
+        context = LocalContext(function, config.timeout_seconds, config.memory_mb, config.alias)
         try:
             with callaudit.attributed(function):
                 result = handler(event, context)
@@ -139,6 +160,7 @@ class Container:
         self.process.start()
         child.close()  # so the parent sees EOF the moment the container dies
         self.ready = False
+        self.restore_hooks: list[str] | None = None  # after-restore hooks run (None: not restored)
 
     @property
     def pid(self) -> int | None:
@@ -150,7 +172,7 @@ class Container:
         if not self.conn.poll(timeout):
             raise FunctionTimedOut("the container did not start in time")
         try:
-            self.conn.recv()
+            _, self.restore_hooks = self.conn.recv()
         except (EOFError, OSError) as exc:
             raise ContainerCrashed(f"the container exited during its cold start: {exc!r}") from exc
         self.ready = True
@@ -183,6 +205,11 @@ class FunctionPool:
         self._closed = False
         self._async: ThreadPoolExecutor | None = None
         self.replaced = 0  # containers discarded after a crash or a timeout
+
+    def restore_hooks(self) -> list[list[str] | None]:
+        """The after-restore hooks each started container ran (None: it did not restore)."""
+        with self._lock:
+            return [c.restore_hooks for c in [*self._idle, *self._busy] if c.ready]
 
     def pids(self) -> list[int]:
         """Process ids of the live containers (for fault tests)."""

@@ -26,7 +26,10 @@ def test_every_route_maps_to_its_functions_integration(resources: dict[str, Any]
         integration = integrations[integration_id]["Properties"]
         assert integration["IntegrationType"] == "AWS_PROXY"
         assert integration["PayloadFormatVersion"] == "2.0"
-        assert refs(integration["IntegrationUri"]) == {fn_ids[route.function]}, key
+        (alias_id,) = refs(integration["IntegrationUri"])
+        alias = resources[alias_id]
+        assert alias["Type"] == "AWS::Lambda::Alias", f"{key} must invoke an alias (SnapStart), not $LATEST"
+        assert refs(alias["Properties"]["FunctionName"]) == {fn_ids[route.function]}, key
 
 
 def test_no_route_outside_constants(resources: dict[str, Any]) -> None:
