@@ -22,7 +22,6 @@ import os
 import statistics
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +66,14 @@ def _seconds(py: str, *modules: str) -> tuple[float, float]:
 def breakdown(py: str, module: str) -> dict[str, float]:
     """ms of import self time per top-level package (`-X importtime`), largest first."""
     err = _run(py, f"import {module}", "-X", "importtime").stderr
-    per: Counter[str] = Counter()
+    per: dict[str, float] = {}
     for line in err.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
         self_us, _cumulative, name = line.removeprefix("import time:").split("|")
-        per[name.strip().split(".")[0]] += int(self_us) / 1000
-    return dict(per.most_common())
+        package = name.strip().split(".")[0]
+        per[package] = per.get(package, 0.0) + int(self_us) / 1000
+    return dict(sorted(per.items(), key=lambda kv: kv[1], reverse=True))
 
 
 def measure(rounds: int = ROUNDS) -> dict[str, Any]:

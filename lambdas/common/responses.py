@@ -19,7 +19,7 @@ class Wire(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     @model_serializer(mode="wrap")
-    def _as_sent(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+    def _as_sent(self, handler: SerializerFunctionWrapHandler):
         # No return annotation: pydantic then documents the model's own fields, not `dict[str, Any]`.
         data = handler(self)
         kept = {f.alias or n for n, f in type(self).model_fields.items() if n in self.model_fields_set}

@@ -367,7 +367,9 @@ class Consumer:
 
     def extend(self, queue_name: str, lease_ids: Iterable[str], visibility_ms: int) -> AckResult:
         """Push lease deadlines `visibility_ms` from now (SQS ChangeMessageVisibility)."""
-        requested = [(Op.EXTEND, lease_id, visibility_ms) for lease_id in lease_ids]
+        requested: list[tuple[Op, str, int | None]] = [
+            (Op.EXTEND, lease_id, visibility_ms) for lease_id in lease_ids
+        ]
         extended, _, warnings = self._settle(queue_name, requested, None)
         return AckResult(ack_count=extended, retry_count=0, warnings=warnings)
 
