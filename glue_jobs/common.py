@@ -21,7 +21,7 @@ from typing import Any
 
 from sluice.segmentformat import NO_END, Record, SegmentName, queue_prefix, read_ranges, read_records
 
-LOG = logging.getLogger("sluice.jobs")
+LOG = logging.getLogger(__name__)
 
 # The rows both jobs write (and the data source reads): one per message.
 OUTPUT_COLUMNS = (

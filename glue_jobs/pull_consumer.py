@@ -82,7 +82,7 @@ from glue_jobs.common import (
     spark_session,
 )
 
-LOG = logging.getLogger("sluice.pull_consumer")
+LOG = logging.getLogger(__name__)
 PULL_OUTPUT_SCHEMA = OUTPUT_COLUMNS + ", pulled_at_ms bigint, run_id string, round int, ingest_date string"
 LEASES_PER_CALL = 1000  # the API's limit for acks and lease extensions per request
 CRASH_ENV = "SLUICE_JOB_CRASH_AFTER_WRITE_ROUND"  # fault injection: SIGKILL after round N's write

@@ -59,7 +59,7 @@ from glue_jobs.common import (
 from sluice import offsets
 from sluice.segmentformat import NO_END
 
-LOG = logging.getLogger("sluice.segment_reader")
+LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

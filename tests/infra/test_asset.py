@@ -71,7 +71,7 @@ def test_the_asset_is_the_handlers_import_closure() -> None:
     assert import_closure(ROOT, HANDLER_MODULES) == shipped  # nothing missing, nothing extra
     for excluded in NOT_DEPLOYED:
         assert not any(f == excluded or f.startswith(f"{excluded}/") for f in shipped), excluded
-    assert "lambdas/coordinator/handler.py" in shipped and "sluice/engine/coordinator.py" in shipped
+    assert "lambdas/coordinator/handler.py" in shipped and "sluice/engine/coordinator/run.py" in shipped
 
 
 def _runtime_distributions() -> set[str]:
