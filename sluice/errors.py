@@ -203,7 +203,7 @@ class NotADeadLetterQueue(InvalidRequest):
     code = 10131
 
 
-class NotSupported(SluiceError):
-    """A protocol feature this server does not implement (open Durable Streams forks)."""
+class StreamGone(SluiceError):
+    """An open-protocol stream deleted while forks still read its data (soft-deleted: 410 Gone)."""
 
-    code = 10140
+    code = 10141

@@ -74,6 +74,20 @@ class Shard(BaseModel):
     parents: list[int] = Field(default_factory=list)
 
 
+class OpenStreamFork(BaseModel):
+    """Where a fork's inherited data comes from: the source stream's records below `base`, read in
+    place (nothing is copied). `offset`/`sub_offset` are what the fork was asked for (compared on an
+    idempotent PUT); `base` is where the fork's own records start in the offset space it shares with
+    its source."""
+
+    source_path: str
+    source_queue: str
+    source_incarnation: str
+    offset: int
+    sub_offset: int = 0
+    base: int
+
+
 class OpenStreamMeta(BaseModel):
     """What an open Durable Streams protocol stream was created with; fixed for its lifetime."""
 
@@ -82,6 +96,7 @@ class OpenStreamMeta(BaseModel):
     ttl_seconds: int | None = None
     expires_at: str | None = None  # RFC 3339, as sent (compared as sent on an idempotent PUT)
     expires_at_ms: int | None = None
+    fork: OpenStreamFork | None = None
 
 
 class Queue(BaseModel):

@@ -4,6 +4,7 @@ and CORS preflights (`OPTIONS`) on `/v1/stream/{path+}`."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
@@ -20,6 +21,8 @@ from lambdas.common.openstreams import (
 )
 from lambdas.common.runtime import service
 from sluice import errors
+from sluice.constants import OPEN_STREAM_ROUTE_PREFIX
+from sluice.engine.openforks import parse_fork
 from sluice.engine.openstreams import StreamInfo, parse_producer, parse_ttl
 
 router = APIGatewayHttpRouter()
@@ -52,11 +55,21 @@ def _absolute_url(path: str) -> str:
     return f"{scheme}://{host}{path}"
 
 
+def _source_path(forked_from: str | None) -> str | None:
+    """`Stream-Forked-From` is the source's URL path on this server; the engine takes the stream path
+    after the route prefix (as API Gateway's `{path+}` gives it, decoded). Any other path names no
+    stream here (404)."""
+    if forked_from is None:
+        return None
+    value = unquote(forked_from.strip())
+    if not value.startswith(OPEN_STREAM_ROUTE_PREFIX):
+        raise errors.NotFound("Stream-Forked-From names no stream on this server")
+    return value.removeprefix(OPEN_STREAM_ROUTE_PREFIX)
+
+
 @router.put(RULE)
 @protocol_errors
 def create() -> Response[Any]:
-    if header(router, "Stream-Forked-From") is not None:
-        raise errors.NotSupported("forks are not supported by this server")
     path = stream_path(router)
     result = service().open_streams.create(
         path,
@@ -65,6 +78,11 @@ def create() -> Response[Any]:
         header(router, "Stream-Expires-At"),
         closed_flag(router),
         body_bytes(router),
+        parse_fork(
+            _source_path(header(router, "Stream-Forked-From")),
+            header(router, "Stream-Fork-Offset"),
+            header(router, "Stream-Fork-Sub-Offset"),
+        ),
     )
     headers = _stream_headers(result.info)
     if result.created:
@@ -114,7 +132,8 @@ def preflight() -> Response[Any]:
         {
             "Access-Control-Allow-Methods": "GET, HEAD, PUT, POST, DELETE, OPTIONS",
             "Access-Control-Allow-Headers": "*, Authorization, If-None-Match, Content-Type, Stream-Seq, "
-            "Stream-TTL, Stream-Expires-At, Stream-Closed, Producer-Id, Producer-Epoch, Producer-Seq",
+            "Stream-TTL, Stream-Expires-At, Stream-Closed, Stream-Forked-From, Stream-Fork-Offset, "
+            "Stream-Fork-Sub-Offset, Producer-Id, Producer-Epoch, Producer-Seq",
             "Access-Control-Max-Age": "86400",
             "Access-Control-Expose-Headers": EXPOSED,
         },

@@ -17,7 +17,7 @@ STATUS: tuple[tuple[type[errors.SluiceError], int], ...] = (
     (errors.Unauthorized, 401),
     (errors.Forbidden, 403),
     (errors.MethodNotAllowed, 405),
-    (errors.NotSupported, 501),
+    (errors.StreamGone, 410),
     (errors.StreamNameTooLong, 414),
     (errors.GatewayUriTooLong, 414),
     (errors.GatewayHeadersTooLarge, 431),

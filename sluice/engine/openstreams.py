@@ -12,6 +12,9 @@ expired. What the protocol adds lives in two places:
   together or not at all. A concurrent change makes the write fail; the append re-reads and decides
   again, which also serialises each producer as the protocol requires.
 
+Forks (sluice/engine/openforks.py) share their source's offset space: a fork's own records start
+at its `base`, below which reads come from the source chain in place.
+
 Offsets are the next sequence to read, 16 zero-padded digits: opaque, sortable as strings, never
 `-1` or `now`. A non-JSON body is stored as chunks of at most CHUNK_BYTES (the stream is bytes,
 chunk boundaries carry no meaning); a JSON body as one record per message (one array level
@@ -21,7 +24,6 @@ flattened), each its compact JSON text.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import random
 import re
@@ -34,10 +36,11 @@ from sluice import errors
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.durable import canonical, parse_json
+from sluice.engine.openforks import GONE, ForkRequest, Lineage
 from sluice.engine.publish import HeadChanged, HeadGuard, Publisher
 from sluice.engine.queues import QueueRegistry
 from sluice.engine.streams import Position, StreamReader
-from sluice.models import OpenStreamMeta, OutgoingMessage, Queue
+from sluice.models import OpenStreamFork, OpenStreamMeta, OutgoingMessage, Queue
 
 QUEUE_PREFIX = "os-"
 MAX_PATH_CHARS = 1024
@@ -186,7 +189,7 @@ def json_messages(body: bytes, *, allow_empty: bool) -> list[str]:
 class StreamInfo:
     queue: Queue
     meta: OpenStreamMeta
-    tail: int
+    tail: int  # in the offset space shared with a fork's source: the fork's base + its own records
     closed: bool
 
     @property
@@ -249,6 +252,7 @@ class OpenStreams:
         self.registry = registry
         self.publisher = publisher
         self.reader = reader
+        self.lineage = Lineage(backend, registry, _GUARD)
 
     # --- lookups --------------------------------------------------------------------------------------
 
@@ -268,7 +272,7 @@ class OpenStreams:
     def _find(self, path: str, *, drop_expired: bool = True) -> tuple[Queue, dict[str, Any]] | None:
         """The live stream at `path` and its head; an expired one reads as absent, and the write paths
         (the broker: create, append, delete) delete it. Readers only look: the consumer's role may not
-        delete queues, as deployed."""
+        delete queues, as deployed. A soft-deleted one (kept for its forks) raises StreamGone."""
         validate_path(path)
         try:
             queue = self.registry.get(queue_name_for(path))
@@ -277,6 +281,8 @@ class OpenStreams:
         if queue.open_stream is None:
             raise errors.Conflict("this path is taken by a queue that is not an open-protocol stream")
         head = self._head(queue)
+        if head.get(GONE):
+            raise errors.StreamGone("the stream was deleted (its data is kept for its forks)")
         if self._expired(queue, queue.open_stream, head):
             if drop_expired:
                 self._drop(queue)
@@ -284,13 +290,13 @@ class OpenStreams:
         return queue, head
 
     def _drop(self, queue: Queue) -> None:
-        with contextlib.suppress(errors.QueueNotFound):  # a concurrent delete got there first
-            self.registry.delete(queue.name)
+        self.lineage.drop(queue)
 
     @staticmethod
     def _info(queue: Queue, head: dict[str, Any]) -> StreamInfo:
         assert queue.open_stream is not None
-        return StreamInfo(queue, queue.open_stream, int(head.get("next", 0)), bool(head.get(_CLOSED)))
+        tail = _base(queue) + int(head.get("next", 0))
+        return StreamInfo(queue, queue.open_stream, tail, bool(head.get(_CLOSED)))
 
     def info(self, path: str) -> StreamInfo:
         found = self._find(path, drop_expired=False)
@@ -321,6 +327,7 @@ class OpenStreams:
         expires_at: str | None,
         closed: bool,
         body: bytes,
+        fork: ForkRequest | None = None,
     ) -> Created:
         validate_path(path)
         if ttl_seconds is not None and expires_at is not None:
@@ -333,25 +340,96 @@ class OpenStreams:
             expires_at=expires_at.strip() if expires_at else None,
             expires_at_ms=expires_ms,
         )
-        messages = self._messages(meta.content_type, body, allow_empty=True)
+        source: Queue | None = None
+        prefix: list[OutgoingMessage] = []
+        if fork is not None:
+            source, meta, prefix = self._fork_meta(meta, fork, content_type)
+        messages = prefix + self._messages(meta.content_type, body, allow_empty=True)
         for _ in range(3):
-            found = self._find(path)
+            try:
+                found = self._find(path)
+            except errors.StreamGone as exc:
+                raise errors.Conflict("the stream was deleted and is kept for its forks") from exc
             if found is not None:
                 info = self._info(*found)
                 if not _same_config(info.meta, meta) or info.closed != closed:
                     raise errors.Conflict("the stream exists with another configuration")
                 return Created(info, created=False)
+            if source is not None:
+                self.lineage.add_ref(source)  # before the fork exists: never a fork without its reference
             try:
                 queue = self.registry.create(queue_name_for(path), STREAM_SETTINGS, open_stream=meta)
             except errors.QueueAlreadyExists:
+                if source is not None:
+                    self.lineage.release(source.name, source.incarnation)
                 continue  # a concurrent PUT won: compare with what it created
             if messages or closed:  # the append also starts the sliding TTL
                 done = self._append(queue, messages, closed=closed, producer=None, stream_seq=None)
                 return Created(StreamInfo(queue, meta, done.tail, done.closed), created=True)
-            info = StreamInfo(queue, meta, 0, False)
+            info = StreamInfo(queue, meta, _base(queue), False)
             self.touch(info)  # the TTL runs from the answer, not from the start of the request
             return Created(info, created=True)
         raise errors.Conflict("the stream is being created and deleted concurrently; retry")
+
+    def _fork_meta(
+        self, meta: OpenStreamMeta, fork: ForkRequest, content_type: str | None
+    ) -> tuple[Queue, OpenStreamMeta, list[OutgoingMessage]]:
+        """The fork's metadata (content type and TTL/expiry inherited when not given, PROTOCOL.md
+        4.2), its source queue, and the records a binary sub-offset cuts out of the source's record
+        at the fork offset (the one thing copied: the head of that one record)."""
+        source_path = fork.source_path
+        try:
+            found = self._find(source_path)
+        except errors.StreamGone as exc:
+            raise errors.Conflict("the source stream was deleted; it is kept only for its forks") from exc
+        if found is None:
+            raise errors.NotFound("the source stream (Stream-Forked-From) does not exist")
+        source = self._info(*found)
+        if content_type and media_type(content_type) != media_type(source.meta.content_type):
+            raise errors.Conflict("a fork's Content-Type must be its source's")
+        offset = source.tail if fork.offset is None else fork.offset
+        if offset > source.tail:
+            raise errors.InvalidOffset("Stream-Fork-Offset is past the source stream's tail")
+        base, cut = self._fork_point(source, offset, fork.sub_offset)
+        inherit = meta.ttl_seconds is None and meta.expires_at is None
+        meta = meta.model_copy(
+            update={
+                "content_type": source.meta.content_type,
+                "ttl_seconds": source.meta.ttl_seconds if inherit else meta.ttl_seconds,
+                "expires_at": source.meta.expires_at if inherit else meta.expires_at,
+                "expires_at_ms": source.meta.expires_at_ms if inherit else meta.expires_at_ms,
+                "fork": OpenStreamFork(
+                    source_path=source_path,
+                    source_queue=source.queue.name,
+                    source_incarnation=source.queue.incarnation,
+                    offset=offset,
+                    sub_offset=fork.sub_offset,
+                    base=base,
+                ),
+            }
+        )
+        return source.queue, meta, cut
+
+    def _fork_point(self, source: StreamInfo, offset: int, sub: int) -> tuple[int, list[OutgoingMessage]]:
+        """Where the fork's own records start, and the cut-out head of a binary record to store first.
+        A JSON sub-offset counts messages (one record each); a binary one bytes of the record at the
+        offset. Past the next boundary is refused."""
+        if sub == 0:
+            return offset, []
+        if is_json(source.meta.content_type):
+            if offset + sub > source.tail:
+                raise errors.InvalidRequest("Stream-Fork-Sub-Offset is past the source's messages")
+            return offset + sub, []
+        if offset >= source.tail:
+            raise errors.InvalidRequest("Stream-Fork-Sub-Offset names data past the source's tail")
+        record = self._read_once(source, offset, 1, self._layers(source))
+        if not record.bodies or record.next != offset + 1:
+            raise errors.InvalidRequest("Stream-Fork-Sub-Offset does not name readable data")
+        if sub > len(record.bodies[0]):
+            raise errors.InvalidRequest("Stream-Fork-Sub-Offset is past the end of the data at the offset")
+        if sub == len(record.bodies[0]):
+            return offset + 1, []
+        return offset, [OutgoingMessage(body=record.bodies[0][:sub], content_type="bytes")]
 
     def delete(self, path: str) -> None:
         found = self._find(path)
@@ -382,9 +460,10 @@ class OpenStreams:
         meta = queue.open_stream
         assert meta is not None
         if body and media_type(content_type) != media_type(meta.content_type):
+            tail = _base(queue) + int(head.get("next", 0))
             if head.get(_CLOSED):  # closure is reported first (PROTOCOL.md 5.2, error precedence)
-                return Appended("closed_conflict", int(head.get("next", 0)), True)
-            return Appended("type_conflict", int(head.get("next", 0)), False)
+                return Appended("closed_conflict", tail, True)
+            return Appended("type_conflict", tail, False)
         messages = self._messages(meta.content_type, body, allow_empty=False) if body else []
         return self._append(queue, messages, closed=closed, producer=producer, stream_seq=stream_seq)
 
@@ -410,9 +489,12 @@ class OpenStreams:
         producer: Producer | None,
         stream_seq: str | None,
     ) -> Appended:
+        base = _base(queue)
         for attempt in range(_APPEND_ATTEMPTS):
             head = self._head(queue)
-            decided = _decide(head, bool(messages), closed, producer, stream_seq)
+            if head.get(GONE):  # deleted since it was looked up
+                raise errors.StreamGone("the stream was deleted (its data is kept for its forks)")
+            decided = _decide(head, base, bool(messages), closed, producer, stream_seq)
             if isinstance(decided, Appended):
                 return decided
             updates, headers = decided
@@ -424,7 +506,7 @@ class OpenStreams:
                 time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
                 continue
             assert result.tail_seq is not None
-            return Appended("appended", result.tail_seq, bool(updates.get(_CLOSED)), headers)
+            return Appended("appended", base + result.tail_seq, bool(updates.get(_CLOSED)), headers)
         raise errors.DependencyUnavailable("the stream is contended; retry shortly")
 
     # --- reads ----------------------------------------------------------------------------------------
@@ -433,35 +515,67 @@ class OpenStreams:
         """Data from `seq` up to the tail `info` saw. Positions allocated but not written yet (an append
         between its two writes) are waited for briefly, so a reader woken by a new tail gets its data."""
         deadline = time.monotonic() + SETTLE_SECONDS
+        layers = self._layers(info) if seq < info.tail else []
         while True:
-            result = self._read_once(info, seq, max_bytes)
+            result = self._read_once(info, seq, max_bytes, layers)
             if result.bodies or result.up_to_date or time.monotonic() >= deadline:
                 return result
             time.sleep(0.02)
 
-    def _read_once(self, info: StreamInfo, seq: int, max_bytes: int) -> ReadResult:
+    def _layers(self, info: StreamInfo) -> list[_Layer]:
+        """Where each range of `info`'s offsets is stored, oldest first: up a fork chain, each source
+        serves the offsets below the base of the fork above it (and below that fork's own limit)."""
+        layers = [_Layer(info.queue, _base(info.queue), info.tail)]
+        queue, end = info.queue, _base(info.queue)
+        while end > 0 and queue.open_stream is not None and queue.open_stream.fork is not None:
+            queue = self.lineage.source_of(queue)
+            base = min(_base(queue), end)
+            layers.append(_Layer(queue, base, end))
+            end = base
+        return layers[::-1]
+
+    def _read_once(self, info: StreamInfo, seq: int, max_bytes: int, layers: list[_Layer]) -> ReadResult:
         if seq > info.tail:
             raise errors.InvalidOffset("the offset is past the stream's tail")
         bodies: list[bytes] = []
-        size, position = 0, seq
-        while position < info.tail and size < max_bytes:
-            shard = info.queue.shards[0].id
+        position = seq
+        for layer in layers:
+            if position >= layer.end:
+                continue
+            position, stopped = self._read_layer(layer, position, bodies, max_bytes)
+            if stopped:
+                break
+        return ReadResult(info, seq, position, bodies)
+
+    def _read_layer(
+        self, layer: _Layer, position: int, bodies: list[bytes], max_bytes: int
+    ) -> tuple[int, bool]:
+        """Records of one layer from `position` into `bodies` (at most `max_bytes` in all, at least one
+        record); the position reached and whether the read stopped before the layer's end."""
+        shard = layer.queue.shards[0].id
+        size = sum(len(b) for b in bodies)
+        while position < layer.end:
+            if size >= max_bytes:
+                return position, True
             page = self.reader.read(
-                info.queue.name, Position(seqs={shard: position}), limit=100, queue=info.queue
+                layer.queue.name, Position(seqs={shard: position - layer.base}), limit=100, queue=layer.queue
             )
+            reached = min(layer.base + page.positions[shard], layer.end)
             if not page.records:
-                if page.positions[shard] <= position:  # nothing readable yet (an unwritten position)
-                    break
-                position = page.positions[shard]  # a sealed gap was passed: keep going
+                if reached <= position:  # nothing readable yet (an unwritten position)
+                    return position, True
+                position = reached  # a sealed gap was passed: keep going
                 continue
             for record in page.records:
+                if layer.base + record.seq >= layer.end:  # a source's records past its fork's base
+                    return layer.end, False
                 if bodies and size + len(record.body) > max_bytes:
-                    return ReadResult(info, seq, position, bodies)
+                    return position, True
                 bodies.append(record.body)
                 size += len(record.body)
-                position = record.seq + 1
-            position = max(position, page.positions[shard])
-        return ReadResult(info, seq, position, bodies)
+                position = layer.base + record.seq + 1
+            position = max(position, reached)
+        return position, False
 
     def wait(self, path: str, seq: int, timeout_ms: int) -> StreamInfo:
         """The stream once its tail passed `seq`, it closed, or `timeout_ms` passed (whichever first)."""
@@ -479,16 +593,36 @@ class OpenStreams:
         return info
 
 
+@dataclass(frozen=True)
+class _Layer:
+    """Offsets [base, end) of a stream, stored in `queue` as its own sequences from 0."""
+
+    queue: Queue
+    base: int
+    end: int
+
+
+def _base(queue: Queue) -> int:
+    """Where the queue's own records start in the stream's offsets (0 unless it is a fork)."""
+    fork = queue.open_stream.fork if queue.open_stream else None
+    return fork.base if fork else 0
+
+
 def _same_config(a: OpenStreamMeta, b: OpenStreamMeta) -> bool:
+    def origin(meta: OpenStreamMeta) -> tuple[str, int, int] | None:
+        return (meta.fork.source_path, meta.fork.offset, meta.fork.sub_offset) if meta.fork else None
+
     return (
         media_type(a.content_type) == media_type(b.content_type)
         and a.ttl_seconds == b.ttl_seconds
         and a.expires_at_ms == b.expires_at_ms
+        and origin(a) == origin(b)
     )
 
 
 def _decide(
     head: dict[str, Any],
+    base: int,
     has_data: bool,
     close: bool,
     producer: Producer | None,
@@ -496,7 +630,7 @@ def _decide(
 ) -> Appended | tuple[dict[str, Any], dict[str, str]]:
     """PROTOCOL.md 5.2 and 5.2.1 on the head as read: either the answer (nothing to write) or the head
     updates to commit with the append and the producer headers of its success."""
-    tail = int(head.get("next", 0))
+    tail = base + int(head.get("next", 0))
     if head.get(_CLOSED):
         if producer is not None and head.get(_CLOSER) == producer.tuple_key:
             headers = {"Producer-Epoch": str(producer.epoch), "Producer-Seq": str(producer.seq)}

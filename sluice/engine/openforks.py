@@ -1,0 +1,157 @@
+"""Forks of open Durable Streams protocol streams (PROTOCOL.md 4.2): request values, the reference
+count that keeps a source's data while forks read it, and soft delete.
+
+A fork copies nothing: its queue document names the source stream and the position (`base`) below
+which reads come from the source, level by level up a fork chain. So a source stays readable as
+long as a fork refers to it, its shard head carries:
+
+- REFS: how many forks refer to it (added before a fork is created, taken back when a fork's queue
+  is deleted);
+- GONE: set once when the stream is deleted or dropped as expired. With REFS > 0 the stream is only
+  soft-deleted (its queue document and data stay for fork reads; clients get 410 Gone, a PUT 409);
+  the write that brings REFS to 0 on a GONE head deletes the queue, and that release cascades up
+  the chain.
+
+Both are changed only by conditional writes on the one head item, so a delete and a fork creation
+racing on a source are ordered: a fork cannot attach once GONE is set, and exactly one writer sees
+the transition to "gone with no forks" and deletes. A process dying between adding a reference and
+creating the fork's queue leaves one reference too many: the source is then kept (soft-deleted)
+rather than deleted — never the other way round, which could delete data a fork still reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass
+
+from sluice import errors
+from sluice.adapters.dynamo import ConditionFailed
+from sluice.engine import keys
+from sluice.engine.backend import Backend
+from sluice.engine.queues import QueueRegistry
+from sluice.models import Queue
+
+# Shard-head attributes of this face (beside openstreams' osv/osc/oscb/osq/osp/ost).
+REFS, GONE = "osf", "osd"
+_OWN_OFFSET = re.compile(r"^\d{16}$")
+# The reference server's `<16 digits>_<16 digits>` shape, which clients (and the conformance suite)
+# also send as a fork offset: read as one 32-digit number, so all zeros is the start and anything
+# past this server's tails is refused as beyond the source.
+_PAIR_OFFSET = re.compile(r"^(\d{16})_(\d{16})$")
+_SUB_OFFSET = re.compile(r"^(0|[1-9]\d*)$")
+
+
+@dataclass(frozen=True)
+class ForkRequest:
+    """`Stream-Forked-From`, `Stream-Fork-Offset` (None: the source's tail) and `Stream-Fork-Sub-Offset`."""
+
+    source_path: str
+    offset: int | None
+    sub_offset: int
+
+
+def parse_fork(source: str | None, offset: str | None, sub_offset: str | None) -> ForkRequest | None:
+    if source is None:
+        if offset is not None or sub_offset is not None:
+            raise errors.InvalidRequest("Stream-Fork-Offset and Stream-Fork-Sub-Offset need a source")
+        return None
+    sub = 0
+    if sub_offset is not None:
+        if not _SUB_OFFSET.match(sub_offset.strip()):
+            raise errors.InvalidRequest("Stream-Fork-Sub-Offset must be a non-negative integer")
+        sub = int(sub_offset.strip())
+    if sub and offset is None:
+        raise errors.InvalidRequest("Stream-Fork-Sub-Offset past 0 needs a Stream-Fork-Offset")
+    return ForkRequest(source.strip(), parse_fork_offset(offset), sub)
+
+
+def parse_fork_offset(raw: str | None) -> int | None:
+    if raw is None:
+        return None
+    text = raw.strip()
+    if text == "-1":
+        return 0
+    if _OWN_OFFSET.match(text):
+        return int(text)
+    pair = _PAIR_OFFSET.match(text)
+    if pair:
+        return int(pair.group(1) + pair.group(2))
+    raise errors.InvalidOffset(f"Stream-Fork-Offset {raw!r} is not an offset this server returned")
+
+
+class Lineage:
+    """Reference counts and (soft) deletion of open-protocol streams, forks or not."""
+
+    def __init__(self, backend: Backend, registry: QueueRegistry, guard: str) -> None:
+        self.backend = backend
+        self.registry = registry
+        self.guard = guard  # openstreams' head version: bumped on delete so a racing append re-reads
+
+    def _update(self, queue: Queue, expression: str, condition: str, values: dict) -> dict:
+        shard = queue.shards[0]
+        names = {"#r": REFS, "#g": GONE, "#v": self.guard}
+        item = self.backend.table_for(shard).update(
+            keys.shard_pk(queue, shard.id),
+            keys.HEAD_SK,
+            expression,
+            condition=condition,
+            names={k: v for k, v in names.items() if k in expression or k in condition},
+            values=values,
+            returns="ALL_NEW",
+        )
+        return item or {}
+
+    def add_ref(self, source: Queue) -> None:
+        try:
+            self._update(source, "ADD #r :one", "attribute_not_exists(#g)", {":one": 1})
+        except ConditionFailed as exc:
+            raise errors.Conflict("the source stream was deleted; it is kept only for its forks") from exc
+
+    def release(self, source_queue: str, incarnation: str) -> None:
+        """One fork less on the source; a deleted source with no fork left is deleted, up the chain."""
+        try:
+            source = self.registry.get(source_queue)
+        except errors.QueueNotFound:
+            return
+        if source.incarnation != incarnation:
+            return
+        try:
+            head = self._update(source, "ADD #r :minus", "#r > :zero", {":minus": -1, ":zero": 0})
+        except ConditionFailed:
+            return  # no reference to give back (released already)
+        if head.get(GONE) and int(head.get(REFS, 0)) <= 0:
+            self._erase(source)
+
+    def drop(self, queue: Queue) -> None:
+        """Delete the stream: soft while forks refer to it, else for good (and release its source)."""
+        try:
+            head = self._update(
+                queue,
+                "SET #g = :t, #v = if_not_exists(#v, :zero) + :one",
+                "attribute_not_exists(#g)",
+                {":t": True, ":zero": 0, ":one": 1},
+            )
+        except ConditionFailed:
+            return  # a concurrent delete got there first
+        if int(head.get(REFS, 0)) <= 0:
+            self._erase(queue)
+
+    def _erase(self, queue: Queue) -> None:
+        with contextlib.suppress(errors.QueueNotFound):  # a concurrent erase got there first
+            self.registry.delete(queue.name)
+        fork = queue.open_stream.fork if queue.open_stream else None
+        if fork is not None:
+            self.release(fork.source_queue, fork.source_incarnation)
+
+    def source_of(self, queue: Queue) -> Queue:
+        """A fork's source queue (kept by the fork's reference, soft-deleted or expired or not)."""
+        fork = queue.open_stream.fork if queue.open_stream else None
+        assert fork is not None
+        try:
+            source = self.registry.get(fork.source_queue)
+        except errors.QueueNotFound:
+            source = None
+        if source is None or source.incarnation != fork.source_incarnation:
+            raise errors.DependencyUnavailable("the fork's source data is not available")
+        return source
