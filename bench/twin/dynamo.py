@@ -128,7 +128,7 @@ class TwinDynamo:
         part.tokens = min(1.0, part.tokens + (now - part.at))
         part.at = now
         need = wcu / WCU_PER_S + rcu / RCU_PER_S
-        if need > part.tokens:
+        if need > part.tokens + 1e-9:  # float rounding must not refuse the last unit
             return False
         part.tokens -= need
         self.stats.wcu += wcu
