@@ -26,11 +26,17 @@ def test_load_near_the_ceiling_adds_shards_to_the_target_utilization():
 
 
 def test_throttles_count_as_unmet_demand_and_growth_is_capped():
-    # one shard saturated, throttled 20x over: demand ~ 21x capacity, but at most x4 per decision
+    # one shard saturated, throttled 20x over: demand ~ 21x capacity; heavy throttling grows x8 at once
     d = decide(obs([busy(0, 45, throttles=900)]), POLICY)
-    assert d.add == 3 and d.desired_open == 4
+    assert d.add == 7 and d.desired_open == 8
     d = decide(obs([busy(i, 45, throttles=100) for i in range(4)]), POLICY)
-    assert d.desired_open == 16
+    assert d.desired_open == 32
+
+
+def test_light_throttling_grows_at_most_x4():
+    # 5 % of requests throttled: not heavy, the demand estimate (capped at x4) decides
+    d = decide(obs([busy(i, 45, throttles=2.25) for i in range(4)]), POLICY)
+    assert d.desired_open == 6
 
 
 def test_any_throttle_adds_at_least_one_shard():
