@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,12 +161,14 @@ class Publisher:
             groups.setdefault(shard.id, []).append(msg)
         return list(groups.values())
 
-    def _pick_shard(self, queue: Queue, messages: Sequence[OutgoingMessage]) -> Shard:
+    def _pick_shard(
+        self, queue: Queue, messages: Sequence[OutgoingMessage], avoid: Collection[int] = ()
+    ) -> Shard:
         if not queue.open_shards:
             raise errors.DependencyUnavailable(f"queue {queue.name!r} has no open shard; retry shortly")
         if queue.settings.ordered:
             return shard_for_key(queue.open_shards, messages[0].partition_key or "")
-        return random.choice(queue.open_shards)
+        return random.choice([s for s in queue.open_shards if s.id not in avoid] or queue.open_shards)
 
     def _publish_to_one_shard(
         self,
@@ -176,12 +178,20 @@ class Publisher:
         guard: HeadGuard | None = None,
     ) -> PublishResult:
         nbytes = sum(len(m.body) for m in messages)
+        throttled: set[int] = set()
         for _ in range(_MAX_ALLOCATE_ATTEMPTS):
-            shard = self._pick_shard(queue, messages)
+            shard = self._pick_shard(queue, messages, avoid=throttled)
             try:
                 alloc = self._allocate(queue, shard, len(messages), version, nbytes, guard=guard)
             except _ShardSealed:
                 queue = self.directory.refresh(queue.name, queue.version)
+                continue
+            except errors.Throttled:
+                # An unordered send may land on any open shard: move to one not throttled yet instead of
+                # failing the request (the twin showed clients retrying into the same hot shard).
+                throttled.add(shard.id)
+                if queue.settings.ordered or guard is not None or len(throttled) >= len(queue.open_shards):
+                    raise
                 continue
             faults.crash_point(faults.PUBLISH_AFTER_ALLOCATE)
             self._write(queue, shard, alloc, messages)
