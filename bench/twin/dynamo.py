@@ -44,6 +44,7 @@ WCU_PER_S = 1000.0
 RCU_PER_S = 3000.0
 MAX_ATTEMPTS = 5
 THROTTLE = "ProvisionedThroughputExceededException"
+_WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
 
 
 @dataclass
@@ -116,6 +117,11 @@ class TwinDynamo:
         self.tables: dict[str, dict[str, _Partition]] = {}
         self.stats = Stats()
         self.throttle_log: list[float] = []  # virtual times of throttled attempts (plots)
+        self.write_timeline: defaultdict[int, list[int]] = defaultdict(lambda: [0, 0])  # s -> [ok, throttled]
+        # Sampling: a scenario may run 1/k of the load against partitions of 1/k the capacity (same
+        # shard count, same utilisation, k times fewer simulated requests); 1.0 is DynamoDB as is.
+        self.capacity_scale = 1.0
+        self.unlimited = False  # scenario set-up (seeding a backlog) is not measured
 
     def create_table(self, name: str) -> None:
         self.tables.setdefault(name, defaultdict(_Partition))
@@ -123,11 +129,13 @@ class TwinDynamo:
     # -- capacity --
 
     def _admit(self, table: str, pk: str, wcu: float, rcu: float) -> bool:
+        if self.unlimited:
+            return True
         part = self.tables[table][pk]
         now = self.sim.now
         part.tokens = min(1.0, part.tokens + (now - part.at))
         part.at = now
-        need = wcu / WCU_PER_S + rcu / RCU_PER_S
+        need = (wcu / WCU_PER_S + rcu / RCU_PER_S) / self.capacity_scale
         if need > part.tokens + 1e-9:  # float rounding must not refuse the last unit
             return False
         part.tokens -= need
@@ -140,6 +148,8 @@ class TwinDynamo:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             self.stats.attempts[(operation, kind)] += 1
             ok, result, kb = run()
+            if operation in _WRITES:
+                self.write_timeline[int(self.sim.now)][0 if ok else 1] += 1
             self.sim.sleep(self.latency.sample(kb))
             if ok:
                 if isinstance(result, ClientError):

@@ -56,6 +56,17 @@ class Sim:
         self._baton.set()
         actor.go.wait()
 
+    def park(self) -> None:
+        """Called from inside an actor: give the baton back until someone `wake`s it."""
+        actor = self.current
+        assert actor is not None
+        actor.go.clear()
+        self._baton.set()
+        actor.go.wait()
+
+    def wake(self, actor: Actor) -> None:
+        heapq.heappush(self._heap, (self.now, next(self._seq), actor))
+
     def monotonic(self) -> float:
         return self.now
 
