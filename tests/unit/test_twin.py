@@ -15,6 +15,7 @@ from bench.twin.world import TwinTable, build, virtual_time
 from sluice import errors
 from sluice.adapters import aws as aws_adapter
 from sluice.adapters.dynamo import ConditionFailed, Table
+from sluice.engine import keys
 from sluice.models import OutgoingMessage
 
 ALLOCATE = "SET #n = if_not_exists(#n, :zero) + :count, #ts = :now ADD #cr :one"
@@ -182,3 +183,17 @@ def test_real_publish_pull_ack_round_trip_in_virtual_time():
         world.sim.run_until(5.0)
     assert got["seen"] == 500
     assert 1.0 < got["at"] < 2.0  # ~10 pull+ack rounds of a few modelled milliseconds each
+
+
+def test_a_send_throttled_on_one_shard_moves_to_another_open_shard():
+    world = build()
+    engine = world.engine
+    queue = engine.queues.create("q", {"min_shards": 2})
+    hot = keys.shard_pk(queue, 0)
+    table = engine.backend.table_for(queue.shards[0]).name
+    world.dynamo.tables[table][hot].tokens = 0.0  # shard 0's partition has no capacity left (time stands)
+    shards = {
+        engine.publisher.publish("q", [OutgoingMessage(body=b"m")]).shard for _ in range(20)
+    }  # fmt: skip
+    assert shards == {1}  # none failed, none stored on the throttled shard
+    assert world.dynamo.stats.throttles[("UpdateItem", "HEAD")] > 0
