@@ -34,9 +34,9 @@ def test_throttles_count_as_unmet_demand_and_growth_is_capped():
 
 
 def test_light_throttling_grows_at_most_x4():
-    # 5 % of requests throttled: not heavy, the demand estimate (capped at x4) decides
-    d = decide(obs([busy(i, 45, throttles=2.25) for i in range(4)]), POLICY)
-    assert d.desired_open == 6
+    # 5 % of requests throttled on shards at ~65 % of the ceiling: not heavy; one more shard at least
+    d = decide(obs([busy(i, 30, throttles=1.5) for i in range(4)]), POLICY)
+    assert d.desired_open == 5
 
 
 def test_any_throttle_adds_at_least_one_shard():
@@ -82,3 +82,9 @@ def test_retire_needs_sealed_head_drained_and_flushed():
 def test_ordered_queues_do_not_reshard():
     d = decide(obs([busy(0, 45, throttles=900)], ordered=True), POLICY)
     assert d.add == 0
+
+
+def test_saturated_shards_with_throttles_grow_x8():
+    # every open shard at ~97% of the ceiling and a few throttles surfaced: the demand is unknown
+    d = decide(obs([busy(i, 45, throttles=0.5) for i in range(2)]), POLICY)
+    assert d.desired_open == 16
