@@ -179,6 +179,7 @@ class Publisher:
     ) -> PublishResult:
         nbytes = sum(len(m.body) for m in messages)
         throttled: set[int] = set()
+        refreshed = False
         for _ in range(_MAX_ALLOCATE_ATTEMPTS):
             shard = self._pick_shard(queue, messages, avoid=throttled)
             try:
@@ -188,10 +189,18 @@ class Publisher:
                 continue
             except errors.Throttled:
                 # An unordered send may land on any open shard: move to one not throttled yet instead of
-                # failing the request (the twin showed clients retrying into the same hot shard).
+                # failing the request (the twin showed clients retrying into the same hot shard). When
+                # every shard this broker knows is throttled, the coordinator may have added shards the
+                # cached map does not show yet: look once.
                 throttled.add(shard.id)
-                if queue.settings.ordered or guard is not None or len(throttled) >= len(queue.open_shards):
+                if queue.settings.ordered or guard is not None:
                     raise
+                if len(throttled) >= len(queue.open_shards):
+                    newer = None if refreshed else self.directory.refresh(queue.name, queue.version)
+                    refreshed = True
+                    if newer is None or newer.version <= queue.version:
+                        raise
+                    queue = newer
                 continue
             faults.crash_point(faults.PUBLISH_AFTER_ALLOCATE)
             self._write(queue, shard, alloc, messages)
