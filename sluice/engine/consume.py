@@ -118,7 +118,8 @@ class Consumer:
         if len(sample) < len(shards) and sample:
             backlog = backlog * len(shards) // len(sample)  # an estimate when not every shard was read
         deliveries: list[Delivery] = []
-        for view in sorted(views, key=lambda v: -v.work):
+        random.shuffle(views)  # not fullest-first: every puller would pick the same shard (bench/twin)
+        for view in views:
             if len(deliveries) >= batch_size or view.work <= 0 or (budget and budget.full):
                 break
             deliveries += self._pull_shard(queue, view, group, batch_size - len(deliveries), vis, budget)
