@@ -85,6 +85,7 @@ def _plot_pullers(rows: list[dict[str, Any]], path: Path) -> None:
 
 OUT = ROOT / "bench" / "out"
 PARTS = ("ramp", "step", "pullers")
+EXPERIMENTS = ("step-sdk2",)  # not in the docs section: what a 2-attempt SDK config would change
 
 
 def _settings(quick: bool) -> dict[str, Any]:
@@ -103,8 +104,11 @@ def measure(part: str, quick: bool) -> dict[str, Any]:
     started = time.time()
     if part == "ramp":
         result = publish_load(ramp(200_000, seconds * 0.6), seconds, sample=sample)
-    elif part == "step":
-        result = publish_load(step(1_000, 100_000, seconds // 3), seconds, sample=sample)
+    elif part in ("step", "step-sdk2"):
+        attempts = 2 if part == "step-sdk2" else None
+        result = publish_load(
+            step(1_000, 100_000, seconds // 3), seconds, sample=sample, sdk_attempts=attempts
+        )
         result["at"] = seconds // 3
     else:
         rows = []
@@ -220,7 +224,9 @@ def write_section(section: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.twin")
     parser.add_argument("--quick", action="store_true", help="short smoke run; does not write the docs")
-    parser.add_argument("--part", choices=(*PARTS, "all"), default="all", help="measure one scenario only")
+    parser.add_argument(
+        "--part", choices=(*PARTS, *EXPERIMENTS, "all"), default="all", help="measure one scenario only"
+    )
     parser.add_argument("--report-only", action="store_true", help="write the docs from saved results")
     args = parser.parse_args(argv)
     if not args.report_only:

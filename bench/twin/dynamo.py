@@ -121,6 +121,7 @@ class TwinDynamo:
         # Sampling: a scenario may run 1/k of the load against partitions of 1/k the capacity (same
         # shard count, same utilisation, k times fewer simulated requests); 1.0 is DynamoDB as is.
         self.capacity_scale = 1.0
+        self.max_attempts = MAX_ATTEMPTS  # the engine's botocore config; experiments may lower it
         self.unlimited = False  # scenario set-up (seeding a backlog) is not measured
 
     def create_table(self, name: str) -> None:
@@ -145,7 +146,7 @@ class TwinDynamo:
 
     def _attempts(self, operation: str, kind: str, run: Any) -> Any:
         """botocore's standard retry loop around one call: `run()` returns (ok, result, kb)."""
-        for attempt in range(1, MAX_ATTEMPTS + 1):
+        for attempt in range(1, self.max_attempts + 1):
             self.stats.attempts[(operation, kind)] += 1
             ok, result, kb = run()
             if operation in _WRITES:
@@ -157,7 +158,7 @@ class TwinDynamo:
                 return result
             self.stats.throttles[(operation, kind)] += 1
             self.throttle_log.append(self.sim.now)
-            if attempt < MAX_ATTEMPTS:
+            if attempt < self.max_attempts:
                 self.sim.sleep(self.rng.random() * min(2 ** (attempt - 1), 20))
         raise _error(THROTTLE, operation)
 

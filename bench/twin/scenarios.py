@@ -117,13 +117,19 @@ def _messages() -> list[OutgoingMessage]:
 
 
 def publish_load(
-    rate: Callable[[float], float], seconds: float, *, sample: float = 1.0, max_shards: int = 128
+    rate: Callable[[float], float],
+    seconds: float,
+    *,
+    sample: float = 1.0,
+    max_shards: int = 128,
+    sdk_attempts: int | None = None,
 ) -> dict[str, Any]:
     """Offered load `rate(t)` msg/s on one unordered queue for `seconds` of virtual time. With
     `sample` < 1, that share of the load runs against partitions of that share of the capacity, and
     the coordinator's per-shard ceiling is scaled alike: figures are reported at full scale."""
     world = build()
     world.dynamo.capacity_scale = sample
+    world.dynamo.max_attempts = sdk_attempts or world.dynamo.max_attempts
     world.engine.queues.create(QUEUE, {"min_shards": 1, "max_shards": max_shards})
     timeline = Timeline()
     brokers = Brokers(world, _messages(), timeline)
