@@ -8,12 +8,11 @@ Model, per call (each documented where it comes from):
 - Per partition key, 1,000 WCU/s and 3,000 RCU/s *combined* ("3,000 RCU or 1,000 WCU per second, or a
   combination of both", AWS re:Post knowledge center, dynamodb-spiky-workloads-short-intervals). A
   token bucket holding one second of capacity, refilled continuously; a request is admitted while the
-  bucket is above zero and charged in full (large items are not starved by small ones): table-level
-  burst capacity
-  ("up to 300 seconds of unused capacity") does not apply, as the same page says: "burst capacity
-  can't alleviate partition-level throttling". Adaptive capacity's split-for-heat is not modelled
-  (a shard's items share one partition key, which split-for-heat can divide by sort key only over
-  minutes): the twin is conservative there.
+  bucket is above zero and charged in full (large items are not starved by small ones). Table-level
+  burst capacity ("up to 300 seconds of unused capacity") does not apply, as the same page says:
+  "burst capacity can't alleviate partition-level throttling". Adaptive capacity's split-for-heat is
+  not modelled (a shard's items share one partition key, which split-for-heat can divide by sort key
+  only over minutes): the twin is conservative there.
 - A throttled request consumes nothing and answers `ProvisionedThroughputExceededException` as a
   botocore `ClientError`; BatchGetItem returns throttled keys as UnprocessedKeys and raises only when
   no key could be read (DynamoDB's documented BatchGetItem behaviour).
