@@ -36,6 +36,7 @@ class Timeline:
     client_retries: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
     shards: dict[int, int] = field(default_factory=dict)  # open shards seen by the coordinator, by second
     latencies: list[tuple[float, float]] = field(default_factory=list)  # (done at, seconds)
+    failed_passes: list[float] = field(default_factory=list)  # coordinator passes that hit a throttle
 
 
 class Brokers:
@@ -100,7 +101,10 @@ def _coordinator(world: World, timeline: Timeline, end: float, policy: ScalingPo
 
     def loop() -> None:
         while sim.now < end:
-            coordinator.run_once()
+            try:
+                coordinator.run_once()
+            except errors.Throttled:  # the Lambda's pass fails; the next tick runs again
+                timeline.failed_passes.append(sim.now)
             timeline.shards[int(sim.now)] = len(_queue(world).open_shards)
             sim.sleep(TICK_S)
 
@@ -150,6 +154,7 @@ def publish_load(
         "shards": _fill(timeline.shards, n),
         "latencies": timeline.latencies,
         "containers": brokers.containers,
+        "failed_passes": timeline.failed_passes,
     }
 
 
