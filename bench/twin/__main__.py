@@ -184,7 +184,8 @@ def report() -> str:
         f"Absorbed (stored ≥ 95 % of offered and < 10 % of write attempts throttled, 3 s running) "
         f"**{absorbed if absorbed is not None else f'not within {seconds - at}'} s** after the step "
         f"(target ≤ 10 s); write attempts throttled over the first 10 s: **{100 * attempts_thr:.0f} %** "
-        f"(target ≤ 10 %). Open shards: {sorted(set(r2['shards']))}.",
+        f"(target ≤ 10 %). Open shards: {sorted(set(r2['shards']))}. Coordinator passes that failed on a "
+        f"throttled read of the HEAD items: {len(r2.get('failed_passes', []))}.",
         "",
         "![step](img/twin-step.png)",
         "",
