@@ -206,6 +206,8 @@ def report() -> str:
             f"| {r['pullers']:,} | {r['batch']} | {r['msgs_per_s']:,.0f} | {100 * r['conflict_share']:.1f} % "
             f"| {100 * r['throttle_share']:.1f} % | {r['pull_p50_ms']:.0f} | {r['pull_p99_ms']:.0f} |"
         )
+    if r3["cfg"].get("partial"):
+        lines += ["", "Partial run: only the rows above finished before the run was stopped."]
     lines += ["", "![pullers](img/twin-pullers.png)", ""]
     p50_s, p99_s = _latency(r2, 2, at)
     short = 100 * (1 - sustained / 200_000)
