@@ -156,8 +156,9 @@ class Consumer:
         if len(sample) < len(shards) and sample:
             backlog = backlog * len(shards) // len(sample)  # an estimate when not every shard was read
         deliveries: list[Delivery] = []
-        for view in sorted(views, key=lambda v: -v.work):
-            if len(deliveries) >= batch_size or view.work <= 0 or (budget and budget.full):
+        random.shuffle(views)  # not fullest-first: every puller would pick the same shard (bench/twin)
+        for view in (v for v in views if v.work > 0):
+            if len(deliveries) >= batch_size or (budget and budget.full):
                 break
             deliveries += self._pull_shard(queue, view, group, batch_size - len(deliveries), vis, budget)
         return LeasedBatch(messages=deliveries, message_backlog_count=backlog)  # unacked, in flight included

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,12 +145,14 @@ class Publisher:
             groups.setdefault(shard.id, []).append(msg)
         return list(groups.values())
 
-    def _pick_shard(self, queue: Queue, messages: Sequence[OutgoingMessage]) -> Shard:
+    def _pick_shard(
+        self, queue: Queue, messages: Sequence[OutgoingMessage], avoid: Collection[int] = ()
+    ) -> Shard:
         if not queue.open_shards:
             raise errors.DependencyUnavailable(f"queue {queue.name!r} has no open shard; retry shortly")
         if queue.settings.ordered:
             return shard_for_key(queue.open_shards, messages[0].partition_key or "")
-        return random.choice(queue.open_shards)
+        return random.choice([s for s in queue.open_shards if s.id not in avoid] or queue.open_shards)
 
     def _publish_to_one_shard(
         self,
@@ -160,12 +162,29 @@ class Publisher:
         guard: HeadGuard | None = None,
     ) -> PublishResult:
         nbytes = sum(len(m.body) for m in messages)
+        throttled: set[int] = set()
+        refreshed = False
         for _ in range(_MAX_ALLOCATE_ATTEMPTS):
-            shard = self._pick_shard(queue, messages)
+            shard = self._pick_shard(queue, messages, avoid=throttled)
             try:
                 alloc = self._allocate(queue, shard, len(messages), version, nbytes, guard=guard)
             except _ShardSealed:
                 queue = self.directory.refresh(queue.name, queue.version)
+                continue
+            except errors.Throttled:
+                # An unordered send may land on any open shard: move to one not throttled yet instead of
+                # failing the request (the twin showed clients retrying into the same hot shard). When
+                # every shard this broker knows is throttled, the coordinator may have added shards the
+                # cached map does not show yet: look once.
+                throttled.add(shard.id)
+                if queue.settings.ordered or guard is not None:
+                    raise
+                if len(throttled) >= len(queue.open_shards):
+                    newer = None if refreshed else self.directory.refresh(queue.name, queue.version)
+                    refreshed = True
+                    if newer is None or newer.version <= queue.version:
+                        raise
+                    queue = newer
                 continue
             faults.crash_point(faults.PUBLISH_AFTER_ALLOCATE)
             self._write(queue, shard, alloc, messages)

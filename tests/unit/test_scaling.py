@@ -26,11 +26,17 @@ def test_load_near_the_ceiling_adds_shards_to_the_target_utilization():
 
 
 def test_throttles_count_as_unmet_demand_and_growth_is_capped():
-    # one shard saturated, throttled 20x over: demand ~ 21x capacity, but at most x4 per decision
+    # one shard saturated, throttled 20x over: demand ~ 21x capacity; heavy throttling grows x8 at once
     d = decide(obs([busy(0, 45, throttles=900)]), POLICY)
-    assert d.add == 3 and d.desired_open == 4
+    assert d.add == 7 and d.desired_open == 8
     d = decide(obs([busy(i, 45, throttles=100) for i in range(4)]), POLICY)
-    assert d.desired_open == 16
+    assert d.desired_open == 32
+
+
+def test_light_throttling_grows_at_most_x4():
+    # 5 % of requests throttled on shards at ~65 % of the ceiling: not heavy; one more shard at least
+    d = decide(obs([busy(i, 30, throttles=1.5) for i in range(4)]), POLICY)
+    assert d.desired_open == 5
 
 
 def test_any_throttle_adds_at_least_one_shard():
@@ -76,3 +82,9 @@ def test_retire_needs_sealed_head_drained_and_flushed():
 def test_ordered_queues_do_not_reshard():
     d = decide(obs([busy(0, 45, throttles=900)], ordered=True), POLICY)
     assert d.add == 0
+
+
+def test_saturated_shards_with_throttles_grow_x8():
+    # every open shard at ~97% of the ceiling and a few throttles surfaced: the demand is unknown
+    d = decide(obs([busy(i, 45, throttles=0.5) for i in range(2)]), POLICY)
+    assert d.desired_open == 16

@@ -1,0 +1,400 @@
+"""An in-memory DynamoDB low-level client in virtual time: what `sluice.adapters.dynamo.Table` calls.
+
+Model, per call (each documented where it comes from):
+- Capacity units from the real item sizes (`bench.units.item_size`, DynamoDB's size rules): writes
+  ceil(max(old, new) / 1 KB) per item (a failed condition still costs the existing item's units, at
+  least 1); GetItem/BatchGetItem ceil(size / 4 KB) per item (at least 1), Query ceil(sum / 4 KB);
+  eventually consistent reads half.
+- Per partition key, 1,000 WCU/s and 3,000 RCU/s *combined* ("3,000 RCU or 1,000 WCU per second, or a
+  combination of both", AWS re:Post knowledge center, dynamodb-spiky-workloads-short-intervals). A
+  token bucket holding one second of capacity, refilled continuously; a request is admitted while the
+  bucket is above zero and charged in full (large items are not starved by small ones). Table-level
+  burst capacity ("up to 300 seconds of unused capacity") does not apply, as the same page says:
+  "burst capacity can't alleviate partition-level throttling". Adaptive capacity's split-for-heat is
+  not modelled (a shard's items share one partition key, which split-for-heat can divide by sort key
+  only over minutes): the twin is conservative there.
+- A throttled request consumes nothing and answers `ProvisionedThroughputExceededException` as a
+  botocore `ClientError`; BatchGetItem returns throttled keys as UnprocessedKeys and raises only when
+  no key could be read (DynamoDB's documented BatchGetItem behaviour).
+- The SDK's retries are modelled as botocore's standard mode does them for the engine's config
+  (`max_attempts=5`): a throttled attempt is retried after rand(0,1) x 2^(attempt-1) s
+  (botocore/retries/standard.py, `ExponentialBackoff`, throttling base scale 1). Adaptive mode's
+  client-side rate limiter is not modelled.
+- Latency per attempt: log-normal, median 4 ms, sigma 0.45 (p99 ≈ 11 ms) plus 0.01 ms per KB moved.
+  AWS: "for most atomic operations, such as GetItem and PutItem, an average latency is in
+  single-digit milliseconds" (re:Post, dynamodb-high-latency); client-side figures of 10-20 ms are
+  quoted by Dynobase ("DynamoDB Performance & Latency") for typical, not in-VPC-endpoint, setups.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import random
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from bench.twin import expr
+from bench.twin.sim import Sim
+from bench.units import item_size
+
+WCU_PER_S = 1000.0
+RCU_PER_S = 3000.0
+MAX_ATTEMPTS = 5
+THROTTLE = "ProvisionedThroughputExceededException"
+_WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
+
+
+@dataclass
+class Latency:
+    median_s: float = 0.004
+    sigma: float = 0.45
+    per_kb_s: float = 0.00001
+    rng: random.Random = field(default_factory=lambda: random.Random(14))
+
+    def sample(self, kb: float = 0.0) -> float:
+        return self.median_s * math.exp(self.rng.gauss(0.0, self.sigma)) + kb * self.per_kb_s
+
+
+@dataclass
+class _Partition:
+    items: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sks: list[str] = field(default_factory=list)  # sorted
+    tokens: float = 1.0  # share of one second of the partition's capacity
+    at: float = 0.0
+
+
+@dataclass
+class Stats:
+    """What the twin saw, for the scenarios: attempts, throttles and conditional failures by operation
+    and by the sort-key kind of the item (HEAD, G# state, M# batch, other)."""
+
+    attempts: Counter = field(default_factory=Counter)
+    throttles: Counter = field(default_factory=Counter)
+    conditional_failures: Counter = field(default_factory=Counter)
+    wcu: float = 0.0
+    rcu: float = 0.0
+
+    def reset(self) -> None:
+        self.attempts.clear()
+        self.throttles.clear()
+        self.conditional_failures.clear()
+        self.wcu = self.rcu = 0.0
+
+
+def _kind(sk: str) -> str:
+    return "HEAD" if sk == "HEAD" else sk[:2] if sk[:2] in ("G#", "M#") else "other"
+
+
+def _error(code: str, operation: str, item: dict[str, Any] | None = None) -> ClientError:
+    response: dict[str, Any] = {"Error": {"Code": code, "Message": code}}
+    if item is not None:
+        response["Item"] = item
+    return ClientError(response, operation)
+
+
+def write_units(old: dict[str, Any] | None, new: dict[str, Any] | None) -> int:
+    size = max(item_size(old) if old else 0, item_size(new) if new else 0)
+    return max(1, math.ceil(size / 1024))
+
+
+def read_units(sizes: list[int], consistent: bool, per_item: bool) -> float:
+    units = (
+        sum(max(1, math.ceil(s / 4096)) for s in sizes) if per_item else max(1, math.ceil(sum(sizes) / 4096))
+    )
+    return units if consistent else units / 2
+
+
+class TwinDynamo:
+    """The subset of the botocore DynamoDB client the adapter calls, over in-memory tables."""
+
+    def __init__(self, sim: Sim, latency: Latency | None = None, rng: random.Random | None = None) -> None:
+        self.sim = sim
+        self.latency = latency or Latency()
+        self.rng = rng or random.Random(7)
+        self.tables: dict[str, dict[str, _Partition]] = {}
+        self.stats = Stats()
+        self.throttle_log: list[float] = []  # virtual times of throttled attempts (plots)
+        self.write_timeline: defaultdict[int, list[int]] = defaultdict(lambda: [0, 0])  # s -> [ok, throttled]
+        # Sampling: a scenario may run 1/k of the load against partitions of 1/k the capacity (same
+        # shard count, same utilisation, k times fewer simulated requests); 1.0 is DynamoDB as is.
+        self.capacity_scale = 1.0
+        self.max_attempts = MAX_ATTEMPTS  # the engine's botocore config; experiments may lower it
+        self.unlimited = False  # scenario set-up (seeding a backlog) is not measured
+
+    def create_table(self, name: str) -> None:
+        self.tables.setdefault(name, defaultdict(_Partition))
+
+    # -- capacity --
+
+    def _admit(self, table: str, pk: str, wcu: float, rcu: float) -> bool:
+        if self.unlimited:
+            return True
+        part = self.tables[table][pk]
+        now = self.sim.now
+        part.tokens = min(1.0, part.tokens + (now - part.at))
+        part.at = now
+        need = (wcu / WCU_PER_S + rcu / RCU_PER_S) / self.capacity_scale
+        # Admitted while the bucket holds capacity, then charged in full (it may go into debt): a strict
+        # "enough for this request" rule let 1-WCU HEAD updates starve every 20-WCU batch put on a
+        # saturated key, which DynamoDB does not show. 1e-9: float rounding must not refuse the last unit.
+        if part.tokens <= 1e-9:
+            return False
+        part.tokens -= need
+        self.stats.wcu += wcu
+        self.stats.rcu += rcu
+        return True
+
+    def _attempts(self, operation: str, kind: str, run: Any) -> Any:
+        """botocore's standard retry loop around one call: `run()` returns (ok, result, kb)."""
+        for attempt in range(1, self.max_attempts + 1):
+            self.stats.attempts[(operation, kind)] += 1
+            ok, result, kb = run()
+            if operation in _WRITES:
+                self.write_timeline[int(self.sim.now)][0 if ok else 1] += 1
+            self.sim.sleep(self.latency.sample(kb))
+            if ok:
+                if isinstance(result, ClientError):
+                    raise result
+                return result
+            self.stats.throttles[(operation, kind)] += 1
+            self.throttle_log.append(self.sim.now)
+            if attempt < self.max_attempts:
+                self.sim.sleep(self.rng.random() * min(2 ** (attempt - 1), 20))
+        raise _error(THROTTLE, operation)
+
+    # -- storage helpers --
+
+    def _get(self, table: str, key: dict[str, Any]) -> tuple[str, str, dict[str, Any] | None]:
+        pk, sk = key["pk"]["S"], key["sk"]["S"]
+        part = self.tables[table].get(pk)
+        return pk, sk, (part.items.get(sk) if part else None)
+
+    def _store(self, table: str, pk: str, sk: str, item: dict[str, Any] | None) -> None:
+        part = self.tables[table][pk]
+        if item is None:
+            if part.items.pop(sk, None) is not None:
+                del part.sks[bisect.bisect_left(part.sks, sk)]
+            return
+        if sk not in part.items:
+            bisect.insort(part.sks, sk)
+        part.items[sk] = item
+
+    def _conditional(
+        self, operation: str, table: str, pk: str, sk: str, old: dict[str, Any] | None, new: Any, kwargs: dict
+    ) -> Any:
+        """One conditional write attempt, shared by put/update/delete. `new(old)` builds the new item."""
+        condition = kwargs.get("ConditionExpression")
+        ctx = expr.Context(kwargs.get("ExpressionAttributeNames"), kwargs.get("ExpressionAttributeValues"))
+        if condition and not expr.evaluate(expr.parse_condition(condition), old, ctx):
+            if not self._admit(table, pk, write_units(old, None), 0):
+                return False, None, 0
+            self.stats.conditional_failures[(operation, _kind(sk))] += 1
+            failed_item = old if kwargs.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" else None
+            return True, _error("ConditionalCheckFailedException", operation, failed_item), 0
+        item = new(old)
+        if not self._admit(table, pk, write_units(old, item), 0):
+            return False, None, 0
+        self._store(table, pk, sk, item)
+        return True, (old, item), (item_size(item) if item else 0) / 1024
+
+    # -- the client API --
+
+    def get_item(self, TableName: str, Key: dict, ConsistentRead: bool = False, **_: Any) -> dict:
+        pk, sk, _item = self._get(TableName, Key)
+
+        def run() -> tuple[bool, Any, float]:
+            _, _, item = self._get(TableName, Key)
+            size = item_size(item) if item else 0
+            if not self._admit(TableName, pk, 0, read_units([size], ConsistentRead, True)):
+                return False, None, 0
+            return True, ({"Item": item} if item else {}), size / 1024
+
+        return self._attempts("GetItem", _kind(sk), run)
+
+    def put_item(self, TableName: str, Item: dict, **kwargs: Any) -> dict:
+        pk, sk = Item["pk"]["S"], Item["sk"]["S"]
+
+        def run() -> tuple[bool, Any, float]:
+            old = self.tables[TableName][pk].items.get(sk)
+            return self._conditional("PutItem", TableName, pk, sk, old, lambda _old: dict(Item), kwargs)
+
+        self._attempts("PutItem", _kind(sk), run)
+        return {}
+
+    def update_item(
+        self, TableName: str, Key: dict, UpdateExpression: str, ReturnValues: str = "NONE", **kwargs: Any
+    ) -> dict:
+        pk, sk = Key["pk"]["S"], Key["sk"]["S"]
+        actions = expr.parse_update(UpdateExpression)
+        ctx = expr.Context(kwargs.get("ExpressionAttributeNames"), kwargs.get("ExpressionAttributeValues"))
+
+        def build(old: dict[str, Any] | None) -> dict[str, Any]:
+            return expr.apply_update(actions, old or dict(Key), ctx)
+
+        def run() -> tuple[bool, Any, float]:
+            old = self.tables[TableName][pk].items.get(sk)
+            return self._conditional("UpdateItem", TableName, pk, sk, old, build, kwargs)
+
+        old, new = self._attempts("UpdateItem", _kind(sk), run)
+        if ReturnValues == "ALL_NEW":
+            return {"Attributes": new}
+        if ReturnValues == "ALL_OLD":
+            return {"Attributes": old} if old else {}
+        if ReturnValues == "UPDATED_NEW":
+            changed = {expr.Context(kwargs.get("ExpressionAttributeNames"), None).attr(a[1]) for a in actions}
+            return {"Attributes": {k: v for k, v in new.items() if k in changed}}
+        return {}
+
+    def delete_item(self, TableName: str, Key: dict, **kwargs: Any) -> dict:
+        pk, sk = Key["pk"]["S"], Key["sk"]["S"]
+
+        def run() -> tuple[bool, Any, float]:
+            old = self.tables[TableName][pk].items.get(sk)
+            if old is None and not kwargs.get("ConditionExpression"):
+                return (True, (None, None), 0) if self._admit(TableName, pk, 1, 0) else (False, None, 0)
+            return self._conditional("DeleteItem", TableName, pk, sk, old, lambda _old: None, kwargs)
+
+        self._attempts("DeleteItem", _kind(sk), run)
+        return {}
+
+    def batch_get_item(self, RequestItems: dict) -> dict:
+        """One attempt: throttled keys come back unprocessed (the adapter loops on them)."""
+        responses: dict[str, list] = {}
+        unprocessed: dict[str, dict] = {}
+        kb = 0.0
+        read_any = False
+        kinds = set()
+        for table, request in RequestItems.items():
+            consistent = request.get("ConsistentRead", False)
+            for key in request["Keys"]:
+                pk, sk, item = self._get(table, key)
+                kinds.add(_kind(sk))
+                size = item_size(item) if item else 0
+                if not self._admit(table, pk, 0, read_units([size], consistent, True)):
+                    unprocessed.setdefault(table, {"Keys": [], "ConsistentRead": consistent})["Keys"].append(
+                        key
+                    )
+                    continue
+                read_any = True
+                if item:
+                    responses.setdefault(table, []).append(item)
+                    kb += size / 1024
+        kind = "+".join(sorted(kinds))
+        self.stats.attempts[("BatchGetItem", kind)] += 1
+        self.sim.sleep(self.latency.sample(kb))
+        if unprocessed:
+            self.stats.throttles[("BatchGetItem", kind)] += 1
+            self.throttle_log.append(self.sim.now)
+            if not read_any:
+                raise _error(THROTTLE, "BatchGetItem")
+            self.sim.sleep(self.rng.random() * 0.05)  # the adapter re-asks at once; give the bucket a moment
+        return {"Responses": responses, "UnprocessedKeys": unprocessed}
+
+    def batch_write_item(self, RequestItems: dict) -> dict:
+        unprocessed: dict[str, list] = {}
+        for table, requests in RequestItems.items():
+            for request in requests:
+                if "DeleteRequest" in request:
+                    key = request["DeleteRequest"]["Key"]
+                    pk, sk, old = self._get(table, key)
+                    if self._admit(table, pk, write_units(old, None), 0):
+                        self._store(table, pk, sk, None)
+                        continue
+                else:
+                    item = request["PutRequest"]["Item"]
+                    pk, sk, old = self._get(table, item)
+                    if self._admit(table, pk, write_units(old, item), 0):
+                        self._store(table, pk, sk, item)
+                        continue
+                unprocessed.setdefault(table, []).append(request)
+        self.stats.attempts[("BatchWriteItem", "any")] += 1
+        self.sim.sleep(self.latency.sample())
+        if unprocessed:
+            self.stats.throttles[("BatchWriteItem", "any")] += 1
+            self.sim.sleep(self.rng.random() * 0.05)
+        return {"UnprocessedItems": unprocessed}
+
+    def query(
+        self, TableName: str, KeyConditionExpression: str, ExpressionAttributeValues: dict, **kwargs: Any
+    ) -> dict:
+        names = kwargs.get("ExpressionAttributeNames")
+        ctx = expr.Context(names, ExpressionAttributeValues)
+        tree = expr.parse_condition(KeyConditionExpression)
+        pk = _pk_of(tree, ctx)
+        limit = kwargs.get("Limit")
+        forward = kwargs.get("ScanIndexForward", True)
+        start = kwargs.get("ExclusiveStartKey")
+        consistent = kwargs.get("ConsistentRead", False)
+        kind = "Query"
+
+        def run() -> tuple[bool, Any, float]:
+            part = self.tables[TableName].get(pk)
+            found: list[dict[str, Any]] = []
+            last = None
+            if part is not None:
+                sks = part.sks if forward else list(reversed(part.sks))
+                lo = 0
+                if start is not None and forward:
+                    lo = bisect.bisect_right(part.sks, start["sk"]["S"])
+                elif forward:
+                    lo = bisect.bisect_left(part.sks, _sk_lower(tree, ctx))
+                elif start is not None:
+                    lo = len(part.sks) - bisect.bisect_left(part.sks, start["sk"]["S"])
+                for sk in sks[lo:]:
+                    item = part.items[sk]
+                    if not expr.evaluate(tree, item, ctx):
+                        if forward and _past_upper(tree, ctx, sk):
+                            break
+                        continue
+                    found.append(item)
+                    if limit is not None and len(found) >= limit:
+                        last = {"pk": item["pk"], "sk": item["sk"]}
+                        break
+            sizes = [item_size(i) for i in found]
+            if not self._admit(TableName, pk, 0, read_units(sizes, consistent, False)):
+                return False, None, 0
+            resp: dict[str, Any] = {"Items": found, "Count": len(found)}
+            if last is not None:
+                resp["LastEvaluatedKey"] = last
+            return True, resp, sum(sizes) / 1024
+
+        return self._attempts("Query", kind, run)
+
+
+def _comparisons(tree: tuple) -> list[tuple]:
+    if tree[0] == "and":
+        return _comparisons(tree[1]) + _comparisons(tree[2])
+    return [tree]
+
+
+def _pk_of(tree: tuple, ctx: expr.Context) -> str:
+    for part in _comparisons(tree):
+        if part[0] == "cmp" and part[1] == "=" and ctx.attr(part[2]) == "pk":
+            return ctx.resolve(part[3], None)["S"]
+    raise expr.Unsupported("key condition without pk = :value")
+
+
+def _sk_lower(tree: tuple, ctx: expr.Context) -> str:
+    for part in _comparisons(tree):
+        if part[0] == "between" and ctx.attr(part[1]) == "sk":
+            return ctx.resolve(part[2], None)["S"]
+        if part[0] == "begins_with" and ctx.attr(part[1]) == "sk":
+            return ctx.resolve(part[2], None)["S"]
+        if part[0] == "cmp" and part[1] in (">=", ">", "=") and ctx.attr(part[2]) == "sk":
+            return ctx.resolve(part[3], None)["S"]
+    return ""
+
+
+def _past_upper(tree: tuple, ctx: expr.Context, sk: str) -> bool:
+    for part in _comparisons(tree):
+        if part[0] == "between" and ctx.attr(part[1]) == "sk":
+            return sk > ctx.resolve(part[3], None)["S"]
+        if part[0] == "begins_with" and ctx.attr(part[1]) == "sk":
+            return sk > ctx.resolve(part[2], None)["S"] and not sk.startswith(ctx.resolve(part[2], None)["S"])
+        if part[0] == "cmp" and part[1] in ("<=", "<") and ctx.attr(part[2]) == "sk":
+            return sk > ctx.resolve(part[3], None)["S"]
+    return False

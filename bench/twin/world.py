@@ -1,0 +1,213 @@
+"""The real engine (`sluice.service.Sluice`, `Coordinator`, `ShardWorker`) wired to the twin.
+
+The adapters are the real ones (`sluice.adapters.dynamo.Table`, `sluice.adapters.s3.Bucket`); only
+the client under them is the twin's. The SSM mirror and the lease-key secret are small in-memory
+stand-ins with latency. Each actor is one Lambda container: its shard-map cache (Powertools
+parameters, `shard_map_ttl_seconds`) is its own and expires in virtual time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from types import SimpleNamespace
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from bench.twin.dynamo import Latency, TwinDynamo
+from bench.twin.sim import Sim
+from sluice import codec
+from sluice.adapters.dynamo import Table
+from sluice.adapters.s3 import Bucket
+from sluice.engine import consume, publish
+from sluice.engine.backend import Backend
+from sluice.service import Sluice
+from sluice.settings import Settings
+
+SHARD_TABLES = 4
+# S3: "first-byte-out latencies ... of roughly 100-200 milliseconds" for small objects (AWS, S3 performance
+# design patterns). SSM GetParameter/PutParameter: not published; a round trip like DynamoDB's, doubled.
+S3_LATENCY = Latency(median_s=0.1, sigma=0.3, rng=random.Random(3))
+SSM_LATENCY = Latency(median_s=0.008, sigma=0.45, rng=random.Random(5))
+KEYRING = json.dumps({"current_id": 1, "current": "twin-lease-key-" + "k" * 40})
+
+
+class TwinTable(Table):
+    def __init__(self, name: str, twin: TwinDynamo) -> None:
+        super().__init__(name)
+        self._twin = twin
+        twin.create_table(name)
+
+    @property
+    def _client(self) -> Any:
+        return self._twin
+
+
+class _S3Client:
+    def __init__(self, sim: Sim) -> None:
+        self.sim = sim
+        self.objects: dict[str, bytes] = {}
+
+    def put_object(self, Bucket: str, Key: str, Body: bytes) -> dict:
+        self.sim.sleep(S3_LATENCY.sample(len(Body) / 1024))
+        self.objects[Key] = bytes(Body)
+        return {}
+
+    def get_object(self, Bucket: str, Key: str) -> dict:
+        self.sim.sleep(S3_LATENCY.sample())
+        if Key not in self.objects:
+            raise ClientError({"Error": {"Code": "NoSuchKey", "Message": "NoSuchKey"}}, "GetObject")
+        data = self.objects[Key]
+        return {"Body": SimpleNamespace(read=lambda: data)}
+
+    def delete_object(self, Bucket: str, Key: str) -> dict:
+        self.sim.sleep(S3_LATENCY.sample())
+        self.objects.pop(Key, None)
+        return {}
+
+    def get_paginator(self, _name: str) -> Any:
+        objects = self.objects
+
+        def paginate(Bucket: str, Prefix: str) -> list[dict]:
+            self.sim.sleep(S3_LATENCY.sample())
+            return [{"Contents": [{"Key": k} for k in sorted(objects) if k.startswith(Prefix)]}]
+
+        return SimpleNamespace(paginate=paginate)
+
+
+class TwinBucket(Bucket):
+    def __init__(self, name: str, client: _S3Client) -> None:
+        super().__init__(name)
+        self._s3 = client
+
+    @property
+    def _client(self) -> Any:
+        return self._s3
+
+
+class TwinMirror:
+    """The SSM mirror's interface (`sluice.adapters.ssm.SsmMirror`): one document per queue."""
+
+    def __init__(self, sim: Sim) -> None:
+        self.sim = sim
+        self.docs: dict[str, str] = {}
+        self.reads = 0
+
+    def name(self, queue: str) -> str:
+        return f"/twin/{queue}"
+
+    def read(self, queue: str) -> str | None:
+        self.reads += 1
+        self.sim.sleep(SSM_LATENCY.sample())
+        return self.docs.get(queue)
+
+    def write(self, queue: str, document: str) -> None:
+        self.sim.sleep(SSM_LATENCY.sample())
+        self.docs[queue] = document
+
+    def delete(self, queue: str) -> None:
+        self.sim.sleep(SSM_LATENCY.sample())
+        self.docs.pop(queue, None)
+
+
+class _Secret:
+    def read(self, force: bool = False) -> str:
+        return KEYRING
+
+
+@dataclass
+class World:
+    sim: Sim
+    dynamo: TwinDynamo
+    engine: Sluice
+    mirror: TwinMirror
+    map_ttl_s: float = 5.0
+
+    def read_mirror(self, name: str, force: bool) -> str | None:
+        """Powertools' cached parameter, per container (actor), expiring in virtual time."""
+        actor = self.sim.current
+        cache = actor.cache if actor is not None else {}
+        hit = cache.get(name)
+        if hit is not None and not force and self.sim.now < hit[0]:
+            return hit[1]
+        doc = self.mirror.read(name)
+        cache[name] = (self.sim.now + self.map_ttl_s, doc)
+        return doc
+
+
+def build(seed: int = 14) -> World:
+    sim = Sim()
+    dynamo = TwinDynamo(sim, Latency(rng=random.Random(seed)), random.Random(seed + 1))
+    mirror = TwinMirror(sim)
+    settings = Settings(
+        control_table="twin-control",
+        shard_tables=[f"twin-shards-{i}" for i in range(SHARD_TABLES)],
+        segment_bucket="twin-segments",
+        shard_map_prefix="/twin",
+    )
+    backend = Backend(
+        settings=settings,
+        control=TwinTable(settings.control_table, dynamo),
+        shard_tables=[TwinTable(name, dynamo) for name in settings.shard_tables],
+        mirror=mirror,  # type: ignore[arg-type]
+        bucket=TwinBucket(settings.segment_bucket, _S3Client(sim)),
+        lease_secret=_Secret(),  # type: ignore[arg-type]
+        clock=sim.now_ms,
+    )
+    world = World(sim, dynamo, None, mirror, settings.shard_map_ttl_seconds)  # type: ignore[arg-type]
+    world.engine = Sluice(backend, read_mirror=world.read_mirror, read_lease_keys=lambda _force: KEYRING)
+    return world
+
+
+@contextmanager
+def virtual_time(sim: Sim):
+    """The consumer's commit backoff sleeps in virtual time, charged to the actor. Batch encoding and
+    decoding are memoised: scenarios send the same batch over and over, and zlib on it was most of
+    the simulation's wall time; the bytes stored are the codec's own, so nothing the twin measures
+    changes (only Lambda CPU, which the twin does not model)."""
+    real = consume.time, publish.encode_batch, consume.decode_batch
+    consume.time = SimpleNamespace(sleep=sim.sleep, monotonic=sim.monotonic)  # type: ignore[assignment]
+    publish.encode_batch = _memo_encode  # type: ignore[assignment]
+    consume.decode_batch = _memo_decode  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        consume.time, publish.encode_batch, consume.decode_batch = real  # type: ignore[assignment]
+
+
+@lru_cache(maxsize=256)
+def _encode_key(key: tuple) -> bytes:
+    return codec.encode_batch(
+        codec.StoredMessage(b, ct, pk, dict(attrs), vis, ov) for b, ct, pk, attrs, vis, ov in key
+    )
+
+
+def _memo_encode(messages: Iterable[codec.StoredMessage]) -> bytes:
+    key = tuple(
+        (m.body, m.content_type, m.partition_key, tuple(sorted(m.attributes.items())), m.visible_at_ms,
+         m.overflow_key)
+        for m in messages
+    )  # fmt: skip
+    return _encode_key(key)
+
+
+@lru_cache(maxsize=256)
+def _decode_tuple(blob: bytes) -> tuple[codec.StoredMessage, ...]:
+    return tuple(codec.decode_batch(blob))
+
+
+def _memo_decode(blob: bytes) -> Iterator[codec.StoredMessage]:
+    return iter(_decode_tuple(bytes(blob)))
+
+
+def percentile(values: list[float], p: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
