@@ -182,12 +182,13 @@ class Delivery(BaseModel):
     seq: int
 
 
-class PullResult(BaseModel):
-    messages: list[Delivery]
-    message_backlog_count: int
-
-
 class AckResult(BaseModel):
     ack_count: int
     retry_count: int
     warnings: list[str]
+
+
+class PullResult(BaseModel):
+    messages: list[Delivery]
+    message_backlog_count: int
+    ack: AckResult | None = None  # the outcome of acks carried on the pull, when it carried any

@@ -13,7 +13,7 @@ from lambdas.common.runtime import service
 from lambdas.common.schemas import Ack, ExtendLeases, Pull
 from sluice.engine.consume import RetryRequest
 from sluice.engine.push import push_message
-from sluice.models import Delivery
+from sluice.models import AckResult, Delivery
 
 router = APIGatewayHttpRouter()
 
@@ -33,13 +33,20 @@ def pull(queue_name: str, body: Annotated[Pull, Body()]) -> Response[dict]:
         wait_ms=body.wait_time_ms,
         size_of=lambda d: encoded_size(native_message(d)),
         max_bytes=RESPONSE_BUDGET_BYTES,
+        acks=None if body.acks is None else [a.lease_id for a in body.acks],
     )
-    return ok(
-        {
-            "messages": [native_message(d) for d in result.messages],
-            "message_backlog_count": result.message_backlog_count,
-        }
-    )
+    out: dict[str, Any] = {
+        "messages": [native_message(d) for d in result.messages],
+        "message_backlog_count": result.message_backlog_count,
+    }
+    if result.ack is not None:
+        out["ack"] = ack_answer(result.ack)
+    return ok(out)
+
+
+def ack_answer(result: AckResult) -> dict[str, Any]:
+    """The ack endpoint's answer; a pull that carried acks answers the same under `ack`."""
+    return {"ackCount": result.ack_count, "retryCount": result.retry_count, "warnings": result.warnings}
 
 
 @router.post("/v1/queues/<queue_name>/messages/ack")
@@ -49,7 +56,7 @@ def ack(queue_name: str, body: Annotated[Ack, Body()]) -> Response[dict]:
         [a.lease_id for a in body.acks],
         [RetryRequest(r.lease_id, r.delay_seconds) for r in body.retries],
     )
-    return ok({"ackCount": result.ack_count, "retryCount": result.retry_count, "warnings": result.warnings})
+    return ok(ack_answer(result))
 
 
 @router.post("/v1/queues/<queue_name>/messages/lease")
