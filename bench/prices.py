@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from sluice.constants import DEFAULT_LAMBDA_MEMORY_MB
+
 # DynamoDB on demand: per million request units.
 WRU_PRICE = 0.625 / 1e6
 RRU_PRICE = 0.125 / 1e6
@@ -20,7 +22,7 @@ APIGW_PRICE = 1.00 / 1e6  # HTTP API, per request, metered in 512 KB increments
 APIGW_METER_BYTES = 512 * 1024
 LAMBDA_REQUEST_PRICE = 0.20 / 1e6
 LAMBDA_GBS_PRICE = 0.0000133334  # arm64
-LAMBDA_MEMORY_MB = 512
+LAMBDA_MEMORY_MB = DEFAULT_LAMBDA_MEMORY_MB  # what the stack deploys
 DDB_ROUND_TRIP_MS = 6.0  # assumed in-region DynamoDB latency per sequential call, for Lambda duration
 CF_PRICE, CF_OPS_PER_MESSAGE, CF_METER_BYTES = 0.40 / 1e6, 3, 64 * 1024  # write + read + delete
 SQS_PRICE, SQS_MAX_BATCH, SQS_METER_BYTES = 0.40 / 1e6, 10, 64 * 1024

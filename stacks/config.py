@@ -42,7 +42,7 @@ class SluiceConfig:
     alarm_ddb_throttles: int = 10  # throttled requests per table per 5 minutes
     # Data tables and the segment bucket survive `cdk destroy` unless a stage opts out (dev sandboxes).
     retain_data: bool = True
-    lambda_memory_mb: int = 1024
+    lambda_memory_mb: int = c.DEFAULT_LAMBDA_MEMORY_MB
     # Powertools public layer: `powertools_layer_arn` wins; else the public SSM parameter for
     # `powertools_version` ("" = the aws-lambda-powertools version pinned in pyproject.toml).
     powertools_layer_arn: str = ""
