@@ -90,12 +90,13 @@ class Consumer:
         deadline = time.monotonic() + wait_ms / 1000
         delay = 0.05
         carried = None if acks is None else self._carry(self.directory.get(queue_name), acks)
+        acked = None
         while True:
             budget = ByteBudget(max_bytes, size_of) if size_of else None
             result = self._pull_once(queue_name, group, batch_size, visibility_ms, budget, carried)
             if carried is not None:
-                result.ack = carried.result()
-                carried = None  # applied once: the polls that follow only pull
+                acked, carried = carried.result(), None  # applied once: the polls that follow only pull
+            result.ack = acked
             if result.messages or time.monotonic() >= deadline:
                 return result
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))

@@ -76,6 +76,14 @@ def test_acks_ride_on_the_next_pull_in_one_state_write(api, queue):
     assert last["result"]["messages"] == [] and last["result"]["message_backlog_count"] == 0
 
 
+def test_a_long_poll_applies_its_acks_at_once_and_reports_them_when_it_answers(api, queue):
+    _send(api, queue, 1)
+    _, first = _pull(api, queue, batch_size=1)
+    status, body = _pull(api, queue, batch_size=1, wait_time_ms=300, acks=_leases(first))
+    assert status == 200 and body["result"]["messages"] == []
+    assert body["result"]["ack"] == {"ackCount": 1, "retryCount": 0, "warnings": []}
+
+
 def test_a_pull_without_acks_answers_as_before(api, queue):
     _send(api, queue, 1)
     status, body = _pull(api, queue, batch_size=1)
