@@ -26,6 +26,7 @@ def costs(measured: dict[Scenario, dict[str, Any]]) -> dict[Scenario, dict[str, 
         body = mean_body_bytes(sc.payload)
         out[sc] = {
             "usage": u,
+            "send_wru": m["units"]["send"].wcu / max(1, m["units"]["send"].messages),
             "body": body,
             "on_demand": prices.on_demand_per_million(u),
             "provisioned": prices.provisioned_per_million(u, TARGET),
@@ -168,6 +169,38 @@ def _targets(priced: dict) -> list[str]:
         "| target | acks | Sluice $/M | SQS $/M | ratio | target | verdict |",
         "|---|---|---:|---:|---:|---:|---|",
         *rows,
+        "",
+        *_why(priced),
+    ]
+
+
+def _why(priced: dict) -> list[str]:
+    """Where the money goes in the target rows (acks on pull): what a miss is made of."""
+    big, one = _find(priced, EVENTS, 100, True), _find(priced, EVENTS, 1, True)
+    if big is None or one is None:
+        return []
+    u, od, pv, sqs = big["usage"], big["on_demand"], big["provisioned"], big["sqs"]
+    send_wru = big["send_wru"]
+    fixed = od["api_gateway"] + od["lambda"]
+    return [
+        "Why (JSON events, acks on pull):",
+        "",
+        f"- Batch 100 on demand: writing the batch item alone costs {send_wru:.3f} WRU per message, "
+        f"${send_wru * prices.WRU_PRICE * 1e6:.3f}/M = {send_wru * prices.WRU_PRICE * 1e6 / sqs:.2f}× SQS's whole price:",
+        f"  DynamoDB bills each KB written, and a {big['body']:.0f} B event still takes ~{send_wru * 1024:.0f} B of item after",
+        "  compression, while SQS bills a batch of 10 such events (≤ 64 KB) as one request. Group state, head",
+        f"  and reads add {od['dynamodb'] - send_wru * prices.WRU_PRICE * 1e6:.3f}, API Gateway + Lambda {fixed:.3f} "
+        f"(total {u.wru:.3f} WRU, {u.rru:.3f} RRU per message).",
+        f"- Batch 100 provisioned: DynamoDB drops to ${pv['dynamodb']:.3f}/M ({pv['dynamodb'] / sqs:.2f}× SQS), but API Gateway and",
+        f"  Lambda stay at ${fixed:.3f}/M ({fixed / sqs:.2f}× SQS on their own).",
+        f"- Batch 1: API Gateway alone is ${one['on_demand']['api_gateway']:.2f}/M (a send and a pull at $1.00/M each) = "
+        f"{one['on_demand']['api_gateway'] / one['sqs']:.2f}× SQS's",
+        f"  ${one['sqs']:.2f}/M (three requests at $0.40/M); DynamoDB adds ${one['on_demand']['dynamodb']:.2f} (a send writes the head",
+        "  and the batch item, 1 WRU each at least; a pull reads head + state and writes the state).",
+        "  Single sends from many threads through the SDK's batching producer (`client.producer(...)`) travel",
+        "  as the batched rows above.",
+        f"- Lambda is priced from CPU measured on this shared machine (load average {os.getloadavg()[0]:.0f} at the end",
+        "  of the run), so it reads high; bz2 compression of large batches is in the send CPU.",
         "",
     ]
 
