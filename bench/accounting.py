@@ -1,11 +1,9 @@
 """Counting AWS calls and DynamoDB capacity units from the items the engine actually reads and writes.
 
 A botocore event hook on every client the adapters make (`sluice.adapters.aws.instrument`) records
-each call (service, operation) and the serialized items. Capacity follows DynamoDB's rules:
+each call (service, operation) and the serialized items. Item sizes and units come from bench/units.py
+(DynamoDB's documented rules); this module applies them per operation:
 
-- item size = sum over attributes of (name length in UTF-8 bytes + value size); value sizes:
-  S = UTF-8 length; N = 1 + ceil(significant digits / 2); B = length; BOOL and NULL = 1;
-  M and L = 3 + sum(name + value sizes, 1 per element overhead); SS/NS/BS = sum of element sizes.
 - write: ceil(size / 1 KB) WCU per item written; a PutItem or UpdateItem costs the larger of the old
   and the new item, a DeleteItem the old item, a failed conditional write the same as a successful
   one; TransactWriteItems costs twice that per item.
@@ -20,53 +18,14 @@ counted and make the accounting run slow; timing is measured in a separate run w
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
+from bench.units import item_size, read_units, write_units
+
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
-
-
-def attr_size(value: dict[str, Any]) -> int:
-    ((kind, v),) = value.items()
-    if kind == "S":
-        return len(v.encode())
-    if kind == "N":
-        digits = Decimal(v).normalize().as_tuple().digits
-        return 1 + math.ceil(len(digits) / 2)
-    if kind == "B":
-        return len(v)
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "M":
-        return 3 + sum(len(k.encode()) + attr_size(x) + 1 for k, x in v.items())
-    if kind == "L":
-        return 3 + sum(attr_size(x) + 1 for x in v)
-    if kind == "SS":
-        return sum(len(x.encode()) for x in v)
-    if kind == "NS":
-        return sum(attr_size({"N": x}) for x in v)
-    if kind == "BS":
-        return sum(len(x) for x in v)
-    raise ValueError(f"unknown DynamoDB type {kind}")
-
-
-def item_size(item: dict[str, Any] | None) -> int:
-    if not item:
-        return 0
-    return sum(len(name.encode()) + attr_size(value) for name, value in item.items())
-
-
-def wcu(size: int) -> int:
-    return max(1, math.ceil(size / 1024))
-
-
-def rcu(size: int, consistent: bool) -> float:
-    units = max(1, math.ceil(size / 4096))
-    return units if consistent else units / 2
 
 
 @dataclass
@@ -160,14 +119,14 @@ class Accountant:
             for action in self._last_params.get("TransactItems", []):
                 for body in action.values():
                     size = item_size(body.get("Item")) if "Item" in body else 0
-                    self._write(2 * wcu(size) * 1024, size)
+                    self._write(2 * write_units(size) * 1024, size)
         elif op == "BatchWriteItem":
             for requests in self._last_params.get("RequestItems", {}).values():
                 for r in requests:
                     size = item_size(r.get("PutRequest", {}).get("Item"))
                     self._write(size, size)
         elif op == "GetItem":
-            self.tally.rcu += rcu(
+            self.tally.rcu += read_units(
                 item_size(parsed.get("Item")), self._last_params.get("ConsistentRead", False)
             )
         elif op == "BatchGetItem":
@@ -175,14 +134,14 @@ class Accountant:
             for table, items in parsed.get("Responses", {}).items():
                 consistent = asked.get(table, {}).get("ConsistentRead", False)
                 missing = len(asked.get(table, {}).get("Keys", [])) - len(items)
-                self.tally.rcu += sum(rcu(item_size(i), consistent) for i in items)
-                self.tally.rcu += max(0, missing) * rcu(0, consistent)
+                self.tally.rcu += sum(read_units(item_size(i), consistent) for i in items)
+                self.tally.rcu += max(0, missing) * read_units(0, consistent)
         elif op == "Query":
             size = sum(item_size(i) for i in parsed.get("Items", []))
-            self.tally.rcu += rcu(size, self._last_params.get("ConsistentRead", False))
+            self.tally.rcu += read_units(size, self._last_params.get("ConsistentRead", False))
 
     def _write(self, billed_size: int, new_size: int) -> None:
-        self.tally.wcu += wcu(billed_size)
+        self.tally.wcu += write_units(billed_size)
         self.tally.bytes_written += new_size
 
     @property

@@ -19,6 +19,8 @@ from urllib.parse import quote, urlencode
 
 import urllib3
 
+from sluice.producer import BatchingProducer
+
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 
 # Signs one request: (method, url, headers, body) -> the headers to send (e.g. SigV4 for IAM callers).
@@ -57,6 +59,7 @@ class Message:
 class PullResult:
     messages: list[Message]
     backlog: int
+    ack: dict[str, Any] | None = None  # the outcome of the acks the pull carried, as `ack` answers
 
 
 class SluiceClient:
@@ -177,7 +180,11 @@ class SluiceClient:
         visibility_timeout_ms: int | None = None,
         wait_time_ms: int = 0,
         consumer_group: str = "default",
+        acks: Iterable[str] | None = None,
     ) -> PullResult:
+        """Lease up to `batch_size` messages. `acks` (lease ids of earlier pulls) are acked in the same
+        request and, on the shards the pull leases from, the same state write: half the requests and
+        writes of a separate `ack`. Their outcome is `result.ack`."""
         body: dict[str, Any] = {
             "batch_size": batch_size,
             "wait_time_ms": wait_time_ms,
@@ -185,8 +192,14 @@ class SluiceClient:
         }
         if visibility_timeout_ms is not None:
             body["visibility_timeout_ms"] = visibility_timeout_ms
+        if acks is not None:
+            body["acks"] = [{"lease_id": lease} for lease in acks]
         result = self.request("POST", f"/v1/queues/{quote(queue)}/messages/pull", body)
-        return PullResult([Message.from_json(m) for m in result["messages"]], result["message_backlog_count"])
+        return PullResult(
+            [Message.from_json(m) for m in result["messages"]],
+            result["message_backlog_count"],
+            result.get("ack"),
+        )
 
     def ack(
         self, queue: str, lease_ids: Iterable[str], retries: Iterable[tuple[str, int | None]] = ()
@@ -217,20 +230,27 @@ class SluiceClient:
         consumer_group: str = "default",
         stop_when_empty: bool = True,
     ) -> Iterator[Message]:
-        """Yield messages one by one; each batch is acked once the caller has taken all of it.
+        """Yield messages one by one; each batch is acked once the caller has taken all of it, on the
+        next pull (one request and one state write for both).
 
         A message whose processing raises is not acked, so it comes back after its visibility timeout.
         """
+        done: list[str] | None = None
         while True:
             result = self.pull(
-                queue, batch_size=batch_size, wait_time_ms=wait_time_ms, consumer_group=consumer_group
+                queue,
+                batch_size=batch_size,
+                wait_time_ms=wait_time_ms,
+                consumer_group=consumer_group,
+                acks=done,
             )
+            done = None
             if not result.messages:
                 if stop_when_empty:
                     return
                 continue
             yield from result.messages
-            self.ack(queue, [m.lease_id for m in result.messages])
+            done = [m.lease_id for m in result.messages]
 
     # --- consumer groups ------------------------------------------------------------------------------
 
@@ -347,6 +367,11 @@ class SluiceClient:
 
     def shards(self, queue: str) -> list[dict[str, Any]]:
         return self.request("GET", f"/v1/queues/{quote(queue)}/shards")["shards"]
+
+    def producer(self, queue: str, **options: Any) -> BatchingProducer:
+        """A batching producer for `queue` (see sluice/producer.py): `linger_ms`, `max_batch_messages`,
+        `max_batch_bytes`. Close it (or use it in a `with` block) before closing the client."""
+        return BatchingProducer(self, queue, **options)
 
     def close(self) -> None:
         self._http.clear()

@@ -2,13 +2,16 @@
 
 A batch item holds many messages in one binary attribute: per message a small JSON header (only the
 fields that differ from the defaults) and the raw body bytes, the whole compressed with zlib when
-that makes it smaller. Write units are paid per KB of item, so fewer bytes is cheaper sends.
+that makes it smaller, or with bz2 when the batch is large and compressible (JSON events: about 30%
+fewer bytes than zlib for about 10x its CPU, a few ms per 100 KB, well under the write units it saves).
+Write units are paid per KB of item, so fewer bytes is cheaper sends.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import bz2
 import json
 import zlib
 from collections.abc import Iterable, Iterator
@@ -20,6 +23,8 @@ if TYPE_CHECKING:
 
 _RAW = b"\x00"
 _ZLIB = b"\x01"
+_BZ2 = b"\x02"
+_BZ2_MIN_BYTES = 4096  # below this a batch item is a few KB at most: bz2's gain is a fraction of a unit
 _CT_CODES = {"json": "j", "text": "t", "bytes": "b"}
 _CT_NAMES = {v: k for k, v in _CT_CODES.items()}
 
@@ -84,11 +89,16 @@ def encode_batch(messages: Iterable[StoredMessage]) -> bytes:
         parts += _varint(len(header)) + header + _varint(len(msg.body)) + msg.body
     raw = bytes(parts)
     packed = zlib.compress(raw, 6)
+    if len(raw) >= _BZ2_MIN_BYTES and 2 * len(packed) < len(raw):  # large, and not random bytes
+        denser = bz2.compress(raw, 9)
+        if len(denser) < len(packed):
+            return _BZ2 + denser
     return _ZLIB + packed if len(packed) < len(raw) else _RAW + raw
 
 
 def decode_batch(blob: bytes) -> Iterator[StoredMessage]:
-    data = zlib.decompress(blob[1:]) if blob[:1] == _ZLIB else blob[1:]
+    kind, body = blob[:1], blob[1:]
+    data = zlib.decompress(body) if kind == _ZLIB else bz2.decompress(body) if kind == _BZ2 else body
     buf = memoryview(data)
     pos = 0
     while pos < len(buf):

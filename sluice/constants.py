@@ -63,6 +63,14 @@ LAMBDA_SYNC_PAYLOAD_BYTES: Final = 6_000_000
 # --- Resources ----------------------------------------------------------------------------------------
 DEFAULT_STAGE: Final = "dev"
 DEFAULT_SHARD_TABLE_COUNT: Final = 4
+# Shard-table capacity (CDK context `capacity`): on demand, or provisioned with target-tracking
+# autoscaling (cheaper per unit at steady load; the bench prices it at this target utilization).
+CAPACITY_ON_DEMAND: Final = "on_demand"
+CAPACITY_PROVISIONED: Final = "provisioned"
+DEFAULT_CAPACITY_TARGET_UTILIZATION_PERCENT: Final = 70
+DEFAULT_CAPACITY_MIN_UNITS: Final = 5  # per shard table, read and write each
+DEFAULT_CAPACITY_MAX_UNITS: Final = 4_000
+DEFAULT_LAMBDA_MEMORY_MB: Final = 1024  # every function (CDK context `lambda_memory_mb`); the bench prices it
 SHARD_MAP_PREFIX_TEMPLATE: Final = "/sluice/{stage}/shard-maps"
 LEASE_KEY_SECRET_NAME_TEMPLATE: Final = "sluice/{stage}/lease-key"  # local only: the stack lets CFN name it
 

@@ -197,14 +197,15 @@ class Delivery(BaseModel):
     seq: int
 
 
+class AckResult(BaseModel):
+    ack_count: int
+    retry_count: int
+    warnings: list[str]
+
+
 class LeasedBatch(BaseModel):
     """What one engine pull leased, with the group's backlog (the SDK's own is `sluice.client.PullResult`)."""
 
     messages: list[Delivery]
     message_backlog_count: int
-
-
-class AckResult(BaseModel):
-    ack_count: int
-    retry_count: int
-    warnings: list[str]
+    ack: AckResult | None = None  # the outcome of acks carried on the pull, when it carried any

@@ -24,6 +24,15 @@ PUSH_TARGET_RE = re.compile(
 class SluiceConfig:
     stage: str = c.DEFAULT_STAGE
     shard_table_count: int = c.DEFAULT_SHARD_TABLE_COUNT
+    # Shard-table capacity: `on_demand`, or `provisioned` with target-tracking autoscaling between the
+    # min and max units (read and write each, per table) at the target utilization (percent): about
+    # 2.4x cheaper per unit at a steady load, but the minimum is paid when idle (docs/performance.md).
+    capacity: str = c.CAPACITY_ON_DEMAND
+    capacity_min_write: int = c.DEFAULT_CAPACITY_MIN_UNITS
+    capacity_max_write: int = c.DEFAULT_CAPACITY_MAX_UNITS
+    capacity_min_read: int = c.DEFAULT_CAPACITY_MIN_UNITS
+    capacity_max_read: int = c.DEFAULT_CAPACITY_MAX_UNITS
+    capacity_target_utilization: int = c.DEFAULT_CAPACITY_TARGET_UTILIZATION_PERCENT
     log_retention_days: int = 30
     api_throttle_rate: float = 1000.0  # steady-state requests per second on the $default stage
     api_throttle_burst: int = 2000
@@ -33,7 +42,7 @@ class SluiceConfig:
     alarm_ddb_throttles: int = 10  # throttled requests per table per 5 minutes
     # Data tables and the segment bucket survive `cdk destroy` unless a stage opts out (dev sandboxes).
     retain_data: bool = True
-    lambda_memory_mb: int = 1024
+    lambda_memory_mb: int = c.DEFAULT_LAMBDA_MEMORY_MB
     # Powertools public layer: `powertools_layer_arn` wins; else the public SSM parameter for
     # `powertools_version` ("" = the aws-lambda-powertools version pinned in pyproject.toml).
     powertools_layer_arn: str = ""
@@ -71,6 +80,14 @@ class SluiceConfig:
             raise ValueError(f"stage {self.stage!r}: use 1-20 letters, digits or '-'")
         if not 1 <= self.shard_table_count <= 64:
             raise ValueError("shard_table_count must be 1..64")
+        if self.capacity not in (c.CAPACITY_ON_DEMAND, c.CAPACITY_PROVISIONED):
+            raise ValueError(f"capacity must be {c.CAPACITY_ON_DEMAND} or {c.CAPACITY_PROVISIONED}")
+        for kind in ("write", "read"):
+            low, high = getattr(self, f"capacity_min_{kind}"), getattr(self, f"capacity_max_{kind}")
+            if not 1 <= low <= high:
+                raise ValueError(f"capacity_min_{kind} must be 1..capacity_max_{kind}")
+        if not 20 <= self.capacity_target_utilization <= 90:  # what DynamoDB target tracking accepts
+            raise ValueError("capacity_target_utilization must be 20..90 (percent)")
         if self.log_retention_days <= 0:
             raise ValueError("log_retention_days must be positive")
         if not 1 <= self.coordinator_tick_seconds <= c.COORDINATOR_SCHEDULE_MINUTES * 60 / 2:

@@ -20,7 +20,7 @@ from stacks.glue import GlueJobs
 from stacks.leasekey import LeaseKey
 from stacks.monitoring import Monitoring
 from stacks.schedule import CoordinatorSchedule
-from stacks.storage import Storage
+from stacks.storage import ShardCapacity, Storage
 
 # aws secretsmanager put-secret-value --secret-id <secret> --secret-string "$(curl ... <api>/v1/tokens ...)"
 # `jq -e` fails on a missing token, so an error answer never becomes the secret's value.
@@ -47,6 +47,7 @@ class SluiceStack(Stack):
             stage=config.stage,
             shard_table_count=config.shard_table_count,
             retain=config.retain_data,
+            capacity=shard_capacity(config),
         )
         self.lease_key = LeaseKey(self, "LeaseKey", retain=config.retain_data)
         environment = base_environment(
@@ -139,3 +140,16 @@ class SluiceStack(Stack):
         CfnOutput(self, "ApiAccessLogGroup", value=self.http.access_logs.log_group_name)
         for name, fn in self.functions.items():
             CfnOutput(self, f"{name.capitalize()}LogGroup", value=fn.log_group.log_group_name)
+
+
+def shard_capacity(config: SluiceConfig) -> ShardCapacity | None:
+    """The shard tables' provisioned capacity (`-c capacity=provisioned`), or None: on demand."""
+    if config.capacity != c.CAPACITY_PROVISIONED:
+        return None
+    return ShardCapacity(
+        min_write=config.capacity_min_write,
+        max_write=config.capacity_max_write,
+        min_read=config.capacity_min_read,
+        max_read=config.capacity_max_read,
+        target_percent=config.capacity_target_utilization,
+    )

@@ -1,7 +1,9 @@
 """Storage: the control table, N shard tables, the segment bucket (and its access-log bucket).
 
-Every table has the same key schema (`pk` S / `sk` S), TTL on `exp`, on-demand billing, point-in-time
-recovery and AWS-managed encryption. The local runtime reads these definitions back from the template,
+Every table has the same key schema (`pk` S / `sk` S), TTL on `exp`, point-in-time recovery and
+AWS-managed encryption. Billing is on demand, except the shard tables with `capacity=provisioned`:
+provisioned read and write capacity with target-tracking autoscaling (the control table's traffic is
+small and bursty, so it stays on demand). The local runtime reads these definitions back from the template,
 so what is defined here is what `sluice local` creates on moto.
 
 Segment bucket layout and lifecycle (anything not listed lives until the engine deletes it):
@@ -16,6 +18,8 @@ Incomplete multipart uploads are aborted after 1 day everywhere.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from aws_cdk import CfnResource, Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as ddb
@@ -32,14 +36,22 @@ EXPORTS_PREFIX = "exports/"
 
 class Storage(Construct):
     def __init__(
-        self, scope: Construct, construct_id: str, *, stage: str, shard_table_count: int, retain: bool
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        shard_table_count: int,
+        retain: bool,
+        capacity: ShardCapacity | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
 
         self.control_table = self._table(c.LOGICAL_CONTROL_TABLE, removal)
         self.shard_tables = [
-            self._table(f"{c.LOGICAL_SHARD_TABLE_PREFIX}{i}", removal) for i in range(shard_table_count)
+            self._table(f"{c.LOGICAL_SHARD_TABLE_PREFIX}{i}", removal, capacity)
+            for i in range(shard_table_count)
         ]
 
         self.access_log_bucket = s3.Bucket(
@@ -79,13 +91,17 @@ class Storage(Construct):
     def all_tables(self) -> list[ddb.Table]:
         return [self.control_table, *self.shard_tables]
 
-    def _table(self, logical_id: str, removal: RemovalPolicy) -> ddb.Table:
+    def _table(
+        self, logical_id: str, removal: RemovalPolicy, capacity: ShardCapacity | None = None
+    ) -> ddb.Table:
         table = ddb.Table(
             self,
             logical_id,
             partition_key=ddb.Attribute(name=c.PARTITION_KEY, type=ddb.AttributeType.STRING),
             sort_key=ddb.Attribute(name=c.SORT_KEY, type=ddb.AttributeType.STRING),
-            billing_mode=ddb.BillingMode.PAY_PER_REQUEST,
+            billing_mode=ddb.BillingMode.PROVISIONED if capacity else ddb.BillingMode.PAY_PER_REQUEST,
+            read_capacity=capacity.min_read if capacity else None,
+            write_capacity=capacity.min_write if capacity else None,
             time_to_live_attribute=c.TTL_ATTRIBUTE,
             point_in_time_recovery_specification=ddb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
@@ -94,7 +110,27 @@ class Storage(Construct):
             removal_policy=removal,
         )
         _pin_logical_id(table, logical_id)
+        if capacity:
+            capacity.autoscale(table)
         return table
+
+
+@dataclass(frozen=True)
+class ShardCapacity:
+    """Provisioned capacity of a shard table: starts at the minimum, target tracking keeps consumed
+    units at `target_percent` of provisioned between the bounds (read and write scale separately)."""
+
+    min_write: int
+    max_write: int
+    min_read: int
+    max_read: int
+    target_percent: int
+
+    def autoscale(self, table: ddb.Table) -> None:
+        writes = table.auto_scale_write_capacity(min_capacity=self.min_write, max_capacity=self.max_write)
+        writes.scale_on_utilization(target_utilization_percent=self.target_percent)
+        reads = table.auto_scale_read_capacity(min_capacity=self.min_read, max_capacity=self.max_read)
+        reads.scale_on_utilization(target_utilization_percent=self.target_percent)
 
 
 def _pin_logical_id(construct: Construct, logical_id: str) -> None:

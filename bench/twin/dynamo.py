@@ -371,30 +371,37 @@ def _comparisons(tree: tuple) -> list[tuple]:
     return [tree]
 
 
+def _string(ctx: expr.Context, operand: tuple) -> str:
+    value = ctx.resolve(operand, None)
+    if value is None:
+        raise expr.Unsupported("key condition on a value that is not given")
+    return value["S"]
+
+
 def _pk_of(tree: tuple, ctx: expr.Context) -> str:
     for part in _comparisons(tree):
         if part[0] == "cmp" and part[1] == "=" and ctx.attr(part[2]) == "pk":
-            return ctx.resolve(part[3], None)["S"]
+            return _string(ctx, part[3])
     raise expr.Unsupported("key condition without pk = :value")
 
 
 def _sk_lower(tree: tuple, ctx: expr.Context) -> str:
     for part in _comparisons(tree):
         if part[0] == "between" and ctx.attr(part[1]) == "sk":
-            return ctx.resolve(part[2], None)["S"]
+            return _string(ctx, part[2])
         if part[0] == "begins_with" and ctx.attr(part[1]) == "sk":
-            return ctx.resolve(part[2], None)["S"]
+            return _string(ctx, part[2])
         if part[0] == "cmp" and part[1] in (">=", ">", "=") and ctx.attr(part[2]) == "sk":
-            return ctx.resolve(part[3], None)["S"]
+            return _string(ctx, part[3])
     return ""
 
 
 def _past_upper(tree: tuple, ctx: expr.Context, sk: str) -> bool:
     for part in _comparisons(tree):
         if part[0] == "between" and ctx.attr(part[1]) == "sk":
-            return sk > ctx.resolve(part[3], None)["S"]
+            return sk > _string(ctx, part[3])
         if part[0] == "begins_with" and ctx.attr(part[1]) == "sk":
-            return sk > ctx.resolve(part[2], None)["S"] and not sk.startswith(ctx.resolve(part[2], None)["S"])
+            return sk > _string(ctx, part[2]) and not sk.startswith(_string(ctx, part[2]))
         if part[0] == "cmp" and part[1] in ("<=", "<") and ctx.attr(part[2]) == "sk":
-            return sk > ctx.resolve(part[3], None)["S"]
+            return sk > _string(ctx, part[3])
     return False

@@ -14,6 +14,7 @@ import random
 from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from bench.twin.world import World, build, percentile, virtual_time
@@ -68,7 +69,7 @@ class Brokers:
                     publisher.publish(QUEUE, self.messages)
                 except (errors.Throttled, errors.DependencyUnavailable):
                     self.timeline.client_retries[int(sim.now)] += 1
-                    sim.at(sim.now + self.rng.uniform(0.1, 0.5), lambda t=first_sent: self.submit(t))
+                    sim.at(sim.now + self.rng.uniform(0.1, 0.5), partial(self.submit, first_sent))
                     continue
                 self.timeline.delivered[int(sim.now)] += len(self.messages)
                 self.timeline.latencies.append((sim.now, sim.now - first_sent))
@@ -96,7 +97,7 @@ def _arrivals(world: World, brokers: Brokers, rate: Callable[[float], float], en
 
 def _coordinator(world: World, timeline: Timeline, end: float, policy: ScalingPolicy) -> None:
     config = CoordinatorConfig(policy=policy, queues=[QUEUE])
-    coordinator = Coordinator(world.engine, config=config, holder="twin")
+    coordinator = Coordinator(world.engine.backend, world.engine.queues, config=config, holder="twin")
     sim = world.sim
 
     def loop() -> None:
@@ -184,7 +185,7 @@ def pull_load(pullers: int, batch: int, shards: int, seconds: float, backlog: in
     world.sim.now = 1.0  # the seeded partitions' buckets start full
     acked: defaultdict[int, int] = defaultdict(int)
     latencies: list[float] = []
-    failures = defaultdict(int)
+    failures: defaultdict[str, int] = defaultdict(int)
     rng = random.Random(9)
 
     def puller() -> None:

@@ -173,12 +173,12 @@ def virtual_time(sim: Sim):
     changes (only Lambda CPU, which the twin does not model)."""
     real = consume.time, publish.encode_batch, consume.decode_batch
     consume.time = SimpleNamespace(sleep=sim.sleep, monotonic=sim.monotonic)  # type: ignore[assignment]
-    publish.encode_batch = _memo_encode  # type: ignore[assignment]
-    consume.decode_batch = _memo_decode  # type: ignore[assignment]
+    publish.encode_batch = _memo_encode
+    consume.decode_batch = _memo_decode
     try:
         yield
     finally:
-        consume.time, publish.encode_batch, consume.decode_batch = real  # type: ignore[assignment]
+        consume.time, publish.encode_batch, consume.decode_batch = real
 
 
 @lru_cache(maxsize=256)

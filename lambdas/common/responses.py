@@ -91,15 +91,16 @@ class NativeMessage(Wire):
     lease_id: str
 
 
-class Pulled(Wire):
-    messages: list[NativeMessage]
-    message_backlog_count: int
-
-
 class Acked(Wire):
     ackCount: int
     retryCount: int
     warnings: list[Any]
+
+
+class Pulled(Wire):
+    messages: list[NativeMessage]
+    message_backlog_count: int
+    ack: Acked | None = None  # only when the pull carried acks
 
 
 class Extended(Wire):

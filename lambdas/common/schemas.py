@@ -84,20 +84,26 @@ class SendBatch(Strict):
     delay_seconds: DelaySeconds | None = None
 
 
+class LeaseRef(Strict):
+    lease_id: str = Field(min_length=1, max_length=512)
+
+
 class Pull(Strict):
     batch_size: int = Field(5, ge=1, le=MAX_PULL_BATCH)
     visibility_timeout_ms: int | None = Field(None, ge=1, le=MAX_VISIBILITY_MS)
     visibility_timeout: int | None = Field(None, ge=1, le=MAX_VISIBILITY_MS, description="synonym, in ms")
     wait_time_ms: int = Field(0, ge=0, le=MAX_WAIT_MS)
     consumer_group: GroupName = DEFAULT_GROUP
+    acks: list[LeaseRef] | None = Field(
+        None,
+        max_length=1000,
+        description="leases to ack in the same state write as this pull (the answer's `ack` says how); "
+        "as POST .../messages/ack, one write instead of two",
+    )
 
     @property
     def visibility_ms(self) -> int | None:
         return self.visibility_timeout_ms or self.visibility_timeout
-
-
-class LeaseRef(Strict):
-    lease_id: str = Field(min_length=1, max_length=512)
 
 
 class RetryRef(LeaseRef):

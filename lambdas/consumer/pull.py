@@ -14,7 +14,7 @@ from lambdas.common.runtime import service
 from lambdas.common.schemas import Ack, ExtendLeases, Pull
 from sluice.codec import delivery_to_native
 from sluice.engine.consume import RetryRequest
-from sluice.models import Delivery
+from sluice.models import AckResult, Delivery
 
 router = APIGatewayHttpRouter()
 
@@ -34,13 +34,20 @@ def pull(queue_name: str, body: Annotated[Pull, Body()]) -> Response[Envelope[Pu
         wait_ms=body.wait_time_ms,
         size_of=lambda d: encoded_size(native_message(d)),
         max_bytes=RESPONSE_BUDGET_BYTES,
+        acks=None if body.acks is None else [a.lease_id for a in body.acks],
     )
-    return ok(
-        {
-            "messages": [native_message(d) for d in result.messages],
-            "message_backlog_count": result.message_backlog_count,
-        }
-    )
+    out: dict[str, Any] = {
+        "messages": [native_message(d) for d in result.messages],
+        "message_backlog_count": result.message_backlog_count,
+    }
+    if result.ack is not None:
+        out["ack"] = ack_answer(result.ack)
+    return ok(out)
+
+
+def ack_answer(result: AckResult) -> dict[str, Any]:
+    """The ack endpoint's answer; a pull that carried acks answers the same under `ack`."""
+    return {"ackCount": result.ack_count, "retryCount": result.retry_count, "warnings": result.warnings}
 
 
 @router.post("/v1/queues/<queue_name>/messages/ack")
@@ -50,7 +57,7 @@ def ack(queue_name: str, body: Annotated[Ack, Body()]) -> Response[Envelope[Acke
         [a.lease_id for a in body.acks],
         [RetryRequest(r.lease_id, r.delay_seconds) for r in body.retries],
     )
-    return ok({"ackCount": result.ack_count, "retryCount": result.retry_count, "warnings": result.warnings})
+    return ok(ack_answer(result))
 
 
 @router.post("/v1/queues/<queue_name>/messages/lease")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -118,15 +119,22 @@ class Consumer:
         wait_ms: int = 0,
         size_of: Callable[[Delivery], int] | None = None,
         max_bytes: int = 0,
+        acks: Sequence[str] | None = None,
     ) -> LeasedBatch:
         """Lease up to `batch_size` messages; with `wait_ms`, wait for the first ones to arrive. With
         `size_of`, only as many as add up to `max_bytes` in the caller's encoding (see engine/budget.py):
-        the rest are not leased."""
+        the rest are not leased. `acks` (lease ids) are applied as `ack` would, in the same state write
+        as the pull's on the shards it touches: one write instead of two (`result.ack` tells how)."""
         deadline = time.monotonic() + wait_ms / 1000
         delay = 0.05
+        carried = None if acks is None else self._carry(self.directory.get(queue_name), acks)
+        acked = None
         while True:
             budget = ByteBudget(max_bytes, size_of) if size_of else None
-            result = self._pull_once(queue_name, group, batch_size, visibility_ms, budget)
+            result = self._pull_once(queue_name, group, batch_size, visibility_ms, budget, carried)
+            if carried is not None:
+                acked, carried = carried.result(), None  # applied once: the polls that follow only pull
+            result.ack = acked
             if result.messages or time.monotonic() >= deadline:
                 return result
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
@@ -139,6 +147,7 @@ class Consumer:
         batch_size: int,
         visibility_ms: int | None,
         budget: ByteBudget | None,
+        carried: _CarriedAcks | None = None,
     ) -> LeasedBatch:
         queue = self.directory.get(queue_name)
         if queue.paused or group not in queue.groups:
@@ -151,6 +160,8 @@ class Consumer:
         vis = visibility_ms or queue.settings.visibility_timeout_ms
         shards = queue.readable_shards
         sample = random.sample(shards, min(SHARDS_PER_PULL, len(shards)))
+        if carried:  # read the shards the acks are for too, so their acks share the pull's write
+            sample += [s for s in shards if (group, s.id) in carried.ops and s not in sample]
         views = self._read_views(queue, sample, group)
         backlog = sum(v.work for v in views)
         if len(sample) < len(shards) and sample:
@@ -160,14 +171,26 @@ class Consumer:
         for view in (v for v in views if v.work > 0):
             if len(deliveries) >= batch_size or (budget and budget.full):
                 break
-            deliveries += self._pull_shard(queue, view, group, batch_size - len(deliveries), vis, budget)
+            deliveries += self._pull_shard(
+                queue, view, group, batch_size - len(deliveries), vis, budget, carried
+            )
+        if carried:
+            self._ack_rest(queue, carried)
+            backlog = max(0, backlog - carried.acked[group])  # read before the acks were applied
         return LeasedBatch(messages=deliveries, message_backlog_count=backlog)  # unacked, in flight included
 
     def _read_views(self, queue: Queue, shards: Sequence[Shard], group: str) -> list[_ShardView]:
         return [_ShardView.of(read, group) for read in self.shard_states.read(queue, shards, [group])]
 
     def _pull_shard(
-        self, queue: Queue, view: _ShardView, group: str, want: int, vis: int, budget: ByteBudget | None
+        self,
+        queue: Queue,
+        view: _ShardView,
+        group: str,
+        want: int,
+        vis: int,
+        budget: ByteBudget | None,
+        carried: _CarriedAcks | None = None,
     ) -> list[Delivery]:
         """Lease from one shard. A lost race retries from the winner's state and the items already read
         (they never change), so a retry costs one conditional write: the race window stays small."""
@@ -179,12 +202,14 @@ class Consumer:
             now = self.backend.clock()
             state = view.state
             old_version = state.version
+            acked = _drop_acked(queue, view, group, carried)  # first: an acked message is not redelivered
             take = _Take(queue, view, group, want, vis, now, budget)
             deliveries = take.out
             self._take_due(take)
             if len(deliveries) < want and len(state.pending) < MAX_PENDING and not (budget and budget.full):
                 self._take_fresh(take, fetched)
             if not view.dirty:
+                _record_carried(carried, group, view, acked)
                 return []
             try:
                 self._commit(view, group, old_version)
@@ -193,6 +218,7 @@ class Consumer:
                 if budget and mark:
                     budget.reset(mark)
                 continue
+            _record_carried(carried, group, view, acked)
             return deliveries
         raise errors.Throttled("too many consumers are pulling this shard at once; retry shortly")
 
@@ -349,6 +375,26 @@ class Consumer:
         """Tombstone every sequence in [start, end) (see sluice.engine.gaps)."""
         return gaps.seal_gap(view.table, view.pk, start, end, self.backend.clock())
 
+    # --- acks carried on a pull ---------------------------------------------------------------------------
+
+    def _carry(self, queue: Queue, lease_ids: Sequence[str]) -> _CarriedAcks:
+        """Verify the leases up front (the same answers as `ack` for a lease that is not valid)."""
+        carried = _CarriedAcks()
+        for lease_id in lease_ids:
+            if lease := self._verify(queue, lease_id, carried.warnings):
+                carried.ops.setdefault((lease.group, lease.shard), []).append(lease)
+        return carried
+
+    def _ack_rest(self, queue: Queue, carried: _CarriedAcks) -> None:
+        """Acks the pull could not fold into its own writes (another group's leases, a shard it did
+        not lease from): applied as `ack` applies them, one write per shard."""
+        queue = self._confirm_groups(queue, {group for group, _ in carried.ops})
+        for (group, shard_id), leases in carried.ops.items():
+            done, _, warnings = self._apply(queue, group, shard_id, [(Op.ACK, x, None) for x in leases])
+            carried.acked[group] += done
+            carried.warnings += warnings
+        carried.ops.clear()
+
     # --- ack, retry, extend -----------------------------------------------------------------------------
 
     def ack(
@@ -382,13 +428,8 @@ class Consumer:
         warnings: list[str] = []
         ops: dict[tuple[str, int], list[tuple[Op, Lease, int | None]]] = {}
         for op, lease_id, value in requested:
-            lease = self.signer.verify(queue.lease_key, lease_id)
-            if lease is None:
-                warnings.append(
-                    f"lease_id {lease_id!r} is not a valid lease on queue {queue.name!r}; ignored"
-                )
-                continue
-            ops.setdefault((lease.group, lease.shard), []).append((op, lease, value))
+            if lease := self._verify(queue, lease_id, warnings):
+                ops.setdefault((lease.group, lease.shard), []).append((op, lease, value))
         queue = self._confirm_groups(queue, {group for group, _ in ops})
         done = retried = 0
         for (group, shard_id), shard_ops in ops.items():
@@ -396,6 +437,14 @@ class Consumer:
             done, retried = done + d, retried + r
             warnings += w
         return done, retried, warnings
+
+    def _verify(self, queue: Queue, lease_id: str, warnings: list[str]) -> Lease | None:
+        """The lease this queue signed, or None and a warning: one answer for acks, retries, extends
+        and acks carried on a pull."""
+        lease = self.signer.verify(queue.lease_key, lease_id)
+        if lease is None:
+            warnings.append(f"lease_id {lease_id!r} is not a valid lease on queue {queue.name!r}; ignored")
+        return lease
 
     def _apply(
         self,
@@ -425,9 +474,7 @@ class Consumer:
             for op, lease, value in ops:
                 entry = state.pending.get(lease.seq)
                 if entry is None:
-                    warnings.append(
-                        f"message {message_id(queue, shard_id, lease.seq)} is already acked or gone; ignored"
-                    )
+                    warnings.append(_gone(queue, shard_id, lease.seq))
                     continue
                 if op is Op.ACK:
                     del state.pending[lease.seq]
@@ -576,6 +623,46 @@ class Consumer:
             faults.crash_point(faults.DLQ_AFTER_WRITE)
         for seq in seqs:
             del state.pending[seq]
+
+
+@dataclass
+class _CarriedAcks:
+    """Acks riding on a pull: verified leases by (group, shard) until applied, and the outcome."""
+
+    ops: dict[tuple[str, int], list[Lease]] = field(default_factory=dict)
+    acked: Counter[str] = field(default_factory=Counter)  # by group
+    warnings: list[str] = field(default_factory=list)
+
+    def result(self) -> AckResult:
+        return AckResult(ack_count=self.acked.total(), retry_count=0, warnings=self.warnings)
+
+
+def _drop_acked(
+    queue: Queue, view: _ShardView, group: str, carried: _CarriedAcks | None
+) -> tuple[int, list[str]]:
+    """Apply this shard's carried acks to the view's state (as `ack` does: acks are permissive about
+    which delivery they name). Returns (acked, warnings); the caller commits."""
+    done, warnings = 0, []
+    for lease in carried.ops.get((group, view.shard.id), []) if carried else []:
+        if view.state.pending.pop(lease.seq, None) is None:
+            warnings.append(_gone(queue, view.shard.id, lease.seq))
+        else:
+            done += 1
+    view.dirty = view.dirty or bool(done)
+    return done, warnings
+
+
+def _record_carried(
+    carried: _CarriedAcks | None, group: str, view: _ShardView, acked: tuple[int, list[str]]
+) -> None:
+    """Record a shard's carried acks as applied, once its state is committed (or had nothing to write)."""
+    if carried and carried.ops.pop((group, view.shard.id), None) is not None:
+        carried.acked[group] += acked[0]
+        carried.warnings += acked[1]
+
+
+def _gone(queue: Queue, shard_id: int, seq: int) -> str:
+    return f"message {message_id(queue, shard_id, seq)} is already acked or gone; ignored"
 
 
 def _lost_race(view: _ShardView, exc: ConditionFailed) -> _ShardView:

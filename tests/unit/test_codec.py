@@ -29,6 +29,25 @@ def test_batch_is_compressed_when_that_is_smaller():
     assert len(encode_batch(repetitive)) < raw_size / 2
 
 
+def test_large_json_batches_take_the_denser_codec_and_small_or_random_ones_keep_zlib():
+    import random
+    import zlib
+
+    from bench.payloads import EVENTS
+
+    events = [StoredMessage(body=json.dumps(b).encode()) for b, _ in EVENTS.bodies(100, seed=5)]
+    blob = encode_batch(events)
+    zlib_only = 1 + len(zlib.compress(b"".join(m.body for m in events), 6))
+    assert blob[:1] == b"\x02" and len(blob) < 0.85 * zlib_only  # bz2: at least 15% fewer bytes
+    assert list(decode_batch(blob)) == events
+    small = [StoredMessage(body=json.dumps({"event": "click", "n": i}).encode()) for i in range(10)]
+    assert encode_batch(small)[:1] == b"\x01"
+    rng = random.Random(1)
+    noise = [StoredMessage(body=base64.b64encode(rng.randbytes(300))) for _ in range(100)]
+    assert encode_batch(noise)[:1] == b"\x01"  # compresses, but not to half: bz2 is not tried
+    assert list(decode_batch(encode_batch(noise))) == noise
+
+
 def test_incompressible_batch_is_stored_raw():
     import os
 

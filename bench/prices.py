@@ -1,0 +1,88 @@
+"""The one price table of the bench (us-east-1, list prices, 2026-11) and what a measured run costs.
+
+Sluice's cost is priced from what was measured (capacity units, requests, request bytes, handler CPU);
+SQS and Cloudflare Queues from their published per-request rules.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sluice.constants import DEFAULT_LAMBDA_MEMORY_MB
+
+# DynamoDB on demand: per million request units.
+WRU_PRICE = 0.625 / 1e6
+RRU_PRICE = 0.125 / 1e6
+# DynamoDB provisioned capacity: per unit-hour (a WCU is one 1 KB write per second, an RCU one 4 KB
+# strongly consistent read per second or two eventually consistent ones, the same units as above).
+WCU_HOUR_PRICE = 0.00065
+RCU_HOUR_PRICE = 0.00013
+APIGW_PRICE = 1.00 / 1e6  # HTTP API, per request, metered in 512 KB increments
+APIGW_METER_BYTES = 512 * 1024
+LAMBDA_REQUEST_PRICE = 0.20 / 1e6
+LAMBDA_GBS_PRICE = 0.0000133334  # arm64
+LAMBDA_MEMORY_MB = DEFAULT_LAMBDA_MEMORY_MB  # what the stack deploys
+DDB_ROUND_TRIP_MS = 6.0  # assumed in-region DynamoDB latency per sequential call, for Lambda duration
+CF_PRICE, CF_OPS_PER_MESSAGE, CF_METER_BYTES = 0.40 / 1e6, 3, 64 * 1024  # write + read + delete
+SQS_PRICE, SQS_MAX_BATCH, SQS_METER_BYTES = 0.40 / 1e6, 10, 64 * 1024
+
+
+@dataclass
+class Usage:
+    """What one scenario used, per message: DynamoDB units, API requests (counted in API Gateway's
+    512 KB meter), Lambda invocations and their GB-seconds (billed duration)."""
+
+    wru: float
+    rru: float
+    apigw_requests: float
+    invocations: float
+    gb_seconds: float
+
+
+def billed_gb_seconds(cpu_ms: float, sequential_calls: float) -> float:
+    """One invocation's billed GB-s: handler CPU plus the assumed round trips, rounded up to 1 ms."""
+    return math.ceil(cpu_ms + sequential_calls * DDB_ROUND_TRIP_MS) / 1000 * LAMBDA_MEMORY_MB / 1024
+
+
+def apigw_requests(request_bytes: int) -> int:
+    return math.ceil(max(1, request_bytes) / APIGW_METER_BYTES)
+
+
+def on_demand_per_million(u: Usage) -> dict[str, float]:
+    return _per_million(u, 1e6 * (u.wru * WRU_PRICE + u.rru * RRU_PRICE))
+
+
+def provisioned_per_million(u: Usage, target_utilization: float) -> dict[str, float]:
+    """Steady load on provisioned tables whose autoscaling holds consumed/provisioned at the target:
+    each consumed unit per second is paid as 1/target provisioned units for that second."""
+    per_unit_second = 1 / target_utilization / 3600
+    dynamodb = 1e6 * per_unit_second * (u.wru * WCU_HOUR_PRICE + u.rru * RCU_HOUR_PRICE)
+    return _per_million(u, dynamodb)
+
+
+def provisioned_floor_per_month(min_wcu: int, min_rcu: int) -> float:
+    """What the autoscaling minimum costs per month (730 h) with no traffic at all."""
+    return 730 * (min_wcu * WCU_HOUR_PRICE + min_rcu * RCU_HOUR_PRICE)
+
+
+def _per_million(u: Usage, dynamodb: float) -> dict[str, float]:
+    out = {
+        "dynamodb": dynamodb,
+        "api_gateway": 1e6 * u.apigw_requests * APIGW_PRICE,
+        "lambda": 1e6 * (u.invocations * LAMBDA_REQUEST_PRICE + u.gb_seconds * LAMBDA_GBS_PRICE),
+    }
+    out["total"] = sum(out.values())
+    return out
+
+
+def sqs_per_million(body_bytes: float, batch: int) -> float:
+    """SQS standard: send, receive and delete in batches of `batch` (≤ 10); each 64 KB of a send or
+    receive payload is one request."""
+    batch = min(batch, SQS_MAX_BATCH)
+    payload_requests = math.ceil(batch * body_bytes / SQS_METER_BYTES)
+    return 1e6 * SQS_PRICE * (2 * payload_requests + 1) / batch
+
+
+def cloudflare_per_million(body_bytes: float) -> float:
+    return 1e6 * CF_PRICE * CF_OPS_PER_MESSAGE * math.ceil(body_bytes / CF_METER_BYTES)
