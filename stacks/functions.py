@@ -1,7 +1,8 @@
 """The function factory: one code asset, one layer, one environment mapping for every Lambda.
 
 - Code: `sluice/` and `lambdas/` copied into a staging folder (no Docker, no pip), less what no handler
-  imports (`NOT_DEPLOYED`: the local runtime, the CLI and its client, the demo, the OpenAPI generator):
+  imports (`NOT_DEPLOYED`: the local runtime, the CLI and its client with its batching producer, the demo,
+  the OpenAPI generator):
   the asset holds only our code that Lambda runs (tests/infra/test_asset.py checks both ways).
   Third-party imports come from the runtime (boto3) and the Powertools public layer.
 - Layer: Powertools' public layer `AWSLambdaPowertoolsPythonV3-python312-arm64`, published by AWS
@@ -49,6 +50,7 @@ NOT_DEPLOYED = (
     "sluice/local",
     "sluice/cli.py",
     "sluice/client.py",
+    "sluice/producer.py",
     "sluice/demo.py",
     "lambdas/common/openapi.py",
 )
