@@ -68,26 +68,26 @@ class TokenStore:
         try:
             self.backend.control.put(
                 {
-                    "pk": keys.token_pk(digest),
-                    "sk": keys.TOKEN_SK,
+                    keys.PK: keys.token_pk(digest),
+                    keys.SK: keys.TOKEN_SK,
                     "token_id": token_id,
                     "queue": queue,
                     "scopes": sorted(set(scopes)),
-                    "created_ms": now,
+                    keys.CREATED_MS: now,
                 },
-                condition="attribute_not_exists(pk)",
+                condition=keys.NEW_ITEM,
             )
         except ConditionFailed as exc:
             existing = exc.item or {}
             return existing.get("token_id", token_id), token  # the same secret was registered before
         self.backend.control.put(
             {
-                "pk": keys.TOKENS_PK,
-                "sk": token_id,
+                keys.PK: keys.TOKENS_PK,
+                keys.SK: token_id,
                 "digest": digest,
                 "queue": queue,
                 "scopes": sorted(set(scopes)),
-                "created_ms": now,
+                keys.CREATED_MS: now,
             }
         )
         return token_id, token
@@ -95,10 +95,10 @@ class TokenStore:
     def list(self) -> list[dict[str, object]]:
         return [
             {
-                "token_id": item["sk"],
+                "token_id": item[keys.SK],
                 "queue": item["queue"],
                 "scopes": item["scopes"],
-                "created_on": item["created_ms"],
+                "created_on": item[keys.CREATED_MS],
             }
             for item in self.backend.control.query(keys.TOKENS_PK, consistent=True)
         ]
@@ -129,7 +129,7 @@ class TokenStore:
         else:
             item = self.backend.control.get(keys.token_pk(digest), keys.TOKEN_SK, consistent=False)
             principal = None
-            if item is not None and hmac.compare_digest(item["pk"], keys.token_pk(digest)):
+            if item is not None and hmac.compare_digest(item[keys.PK], keys.token_pk(digest)):
                 principal = Principal(item["token_id"], item["queue"], frozenset(item["scopes"]))
             with self._lock:
                 self._cache[digest] = (now + self._ttl, principal)

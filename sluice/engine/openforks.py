@@ -5,11 +5,11 @@ A fork copies nothing: its queue document names the source stream and the positi
 which reads come from the source, level by level up a fork chain. So a source stays readable as
 long as a fork refers to it, its shard head carries:
 
-- REFS: how many forks refer to it (added before a fork is created, taken back when a fork's queue
-  is deleted);
-- GONE: set once when the stream is deleted or dropped as expired. With REFS > 0 the stream is only
-  soft-deleted (its queue document and data stay for fork reads; clients get 410 Gone, a PUT 409);
-  the write that brings REFS to 0 on a GONE head deletes the queue, and that release cascades up
+- REFS (`keys.OS_REFS`): how many forks refer to it (added before a fork is created, taken back
+  when a fork's queue is deleted);
+- GONE (`keys.OS_GONE`): set once when the stream is deleted or dropped as expired. With REFS > 0 the
+  stream is only soft-deleted (its queue document and data stay for fork reads; clients get 410 Gone,
+  a PUT 409); the write that brings REFS to 0 on a GONE head deletes the queue, and that release cascades up
   the chain.
 
 Both are changed only by conditional writes on the one head item, so a delete and a fork creation
@@ -32,8 +32,6 @@ from sluice.engine.backend import Backend
 from sluice.engine.queues import QueueRegistry
 from sluice.models import Queue
 
-# Shard-head attributes of this face (beside openstreams' osv/osc/oscb/osq/osp/ost).
-REFS, GONE = "osf", "osd"
 _OWN_OFFSET = re.compile(r"^\d{16}$")
 # The reference server's `<16 digits>_<16 digits>` shape, which clients (and the conformance suite)
 # also send as a fork offset: read as one 32-digit number, so all zeros is the start and anything
@@ -90,7 +88,7 @@ class Lineage:
 
     def _update(self, queue: Queue, expression: str, condition: str, values: dict) -> dict:
         shard = queue.shards[0]
-        names = {"#r": REFS, "#g": GONE, "#v": self.guard}
+        names = {"#r": keys.OS_REFS, "#g": keys.OS_GONE, "#v": self.guard}
         item = self.backend.table_for(shard).update(
             keys.shard_pk(queue, shard.id),
             keys.HEAD_SK,
@@ -120,7 +118,7 @@ class Lineage:
             head = self._update(source, "ADD #r :minus", "#r > :zero", {":minus": -1, ":zero": 0})
         except ConditionFailed:
             return  # no reference to give back (released already)
-        if head.get(GONE) and int(head.get(REFS, 0)) <= 0:
+        if head.get(keys.OS_GONE) and int(head.get(keys.OS_REFS, 0)) <= 0:
             self._erase(source)
 
     def drop(self, queue: Queue) -> None:
@@ -134,7 +132,7 @@ class Lineage:
             )
         except ConditionFailed:
             return  # a concurrent delete got there first
-        if int(head.get(REFS, 0)) <= 0:
+        if int(head.get(keys.OS_REFS, 0)) <= 0:
             self._erase(queue)
 
     def _erase(self, queue: Queue) -> None:
