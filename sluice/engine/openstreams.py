@@ -36,11 +36,11 @@ from sluice import errors
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.durable import canonical, parse_json
-from sluice.engine.openforks import ForkRequest, Lineage
+from sluice.engine.openforks import ForkRequest, Lineage, fork_meta, fork_point
 from sluice.engine.publish import HeadChanged, HeadGuard, Publisher
 from sluice.engine.queues import QueueRegistry
 from sluice.engine.streams import Position, StreamReader
-from sluice.models import OpenStreamFork, OpenStreamMeta, OutgoingMessage, Queue
+from sluice.models import OpenStreamMeta, OutgoingMessage, Queue
 
 QUEUE_PREFIX = "os-"
 MAX_PATH_CHARS = 1024
@@ -250,7 +250,7 @@ class OpenStreams:
         self.registry = registry
         self.publisher = publisher
         self.reader = reader
-        self.lineage = Lineage(backend, registry, keys.OS_GUARD)
+        self.lineage = Lineage(backend, registry)
 
     # --- lookups --------------------------------------------------------------------------------------
 
@@ -372,12 +372,11 @@ class OpenStreams:
     def _fork_meta(
         self, meta: OpenStreamMeta, fork: ForkRequest, content_type: str | None
     ) -> tuple[Queue, OpenStreamMeta, list[OutgoingMessage]]:
-        """The fork's metadata (content type and TTL/expiry inherited when not given, PROTOCOL.md
-        4.2), its source queue, and the records a binary sub-offset cuts out of the source's record
-        at the fork offset (the one thing copied: the head of that one record)."""
-        source_path = fork.source_path
+        """The fork's metadata (`openforks.fork_meta`), its source queue, and the records a binary
+        sub-offset cuts out of the source's record at the fork offset (the one thing copied: the head
+        of that one record; `openforks.fork_point`)."""
         try:
-            found = self._find(source_path)
+            found = self._find(fork.source_path)
         except errors.StreamGone as exc:
             raise errors.Conflict("the source stream was deleted; it is kept only for its forks") from exc
         if found is None:
@@ -388,46 +387,20 @@ class OpenStreams:
         offset = source.tail if fork.offset is None else fork.offset
         if offset > source.tail:
             raise errors.InvalidOffset("Stream-Fork-Offset is past the source stream's tail")
-        base, cut = self._fork_point(source, offset, fork.sub_offset)
-        inherit = meta.ttl_seconds is None and meta.expires_at is None
-        meta = meta.model_copy(
-            update={
-                "content_type": source.meta.content_type,
-                "ttl_seconds": source.meta.ttl_seconds if inherit else meta.ttl_seconds,
-                "expires_at": source.meta.expires_at if inherit else meta.expires_at,
-                "expires_at_ms": source.meta.expires_at_ms if inherit else meta.expires_at_ms,
-                "fork": OpenStreamFork(
-                    source_path=source_path,
-                    source_queue=source.queue.name,
-                    source_incarnation=source.queue.incarnation,
-                    offset=offset,
-                    sub_offset=fork.sub_offset,
-                    base=base,
-                ),
-            }
-        )
-        return source.queue, meta, cut
 
-    def _fork_point(self, source: StreamInfo, offset: int, sub: int) -> tuple[int, list[OutgoingMessage]]:
-        """Where the fork's own records start, and the cut-out head of a binary record to store first.
-        A JSON sub-offset counts messages (one record each); a binary one bytes of the record at the
-        offset. Past the next boundary is refused."""
-        if sub == 0:
-            return offset, []
-        if is_json(source.meta.content_type):
-            if offset + sub > source.tail:
-                raise errors.InvalidRequest("Stream-Fork-Sub-Offset is past the source's messages")
-            return offset + sub, []
-        if offset >= source.tail:
-            raise errors.InvalidRequest("Stream-Fork-Sub-Offset names data past the source's tail")
-        record = self._read_once(source, offset, 1, self._layers(source))
-        if not record.bodies or record.next != offset + 1:
-            raise errors.InvalidRequest("Stream-Fork-Sub-Offset does not name readable data")
-        if sub > len(record.bodies[0]):
-            raise errors.InvalidRequest("Stream-Fork-Sub-Offset is past the end of the data at the offset")
-        if sub == len(record.bodies[0]):
-            return offset + 1, []
-        return offset, [OutgoingMessage(body=record.bodies[0][:sub], content_type="bytes")]
+        def record_at(seq: int) -> bytes | None:
+            read = self._read_once(source, seq, 1, self._layers(source))
+            return read.bodies[0] if read.bodies and read.next == seq + 1 else None
+
+        base, cut = fork_point(
+            offset,
+            fork.sub_offset,
+            tail=source.tail,
+            json_records=is_json(source.meta.content_type),
+            record_at=record_at,
+        )
+        meta = fork_meta(meta, fork, source.queue, source.meta, offset=offset, base=base)
+        return source.queue, meta, [] if cut is None else [OutgoingMessage(body=cut, content_type="bytes")]
 
     def delete(self, path: str) -> None:
         found = self._find(path)
