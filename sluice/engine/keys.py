@@ -191,5 +191,10 @@ def seq_of(sk: str) -> int:
     return int(sk[len(MSG_SK_PREFIX) :])
 
 
+def overflow_key(shard_pk: str, seq: int) -> str:
+    """The segment-bucket object of a body too large for its batch item."""
+    return f"{constants.OVERFLOW_PREFIX}{shard_pk}/{seq_key(seq)}"
+
+
 def group_state_sk(group: str) -> str:
     return f"{GROUP_STATE_SK_PREFIX}{group}"

@@ -278,7 +278,7 @@ class Publisher:
             delay = default_delay if msg.delay_seconds is None else msg.delay_seconds
             body, overflow_key = msg.body, None
             if len(body) > OVERFLOW_BYTES:
-                overflow_key = f"overflow/{pk}/{offsets.seq_key(seq)}"
+                overflow_key = keys.overflow_key(pk, seq)
                 self.backend.bucket.put(overflow_key, body)
                 body = b""
             stored.append(
