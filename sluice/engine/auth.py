@@ -70,23 +70,23 @@ class TokenStore:
                 {
                     keys.PK: keys.token_pk(digest),
                     keys.SK: keys.TOKEN_SK,
-                    "token_id": token_id,
-                    "queue": queue,
-                    "scopes": sorted(set(scopes)),
+                    keys.TOKEN_ID: token_id,
+                    keys.TOKEN_QUEUE: queue,
+                    keys.TOKEN_SCOPES: sorted(set(scopes)),
                     keys.CREATED_MS: now,
                 },
                 condition=keys.NEW_ITEM,
             )
         except ConditionFailed as exc:
             existing = exc.item or {}
-            return existing.get("token_id", token_id), token  # the same secret was registered before
+            return existing.get(keys.TOKEN_ID, token_id), token  # the same secret was registered before
         self.backend.control.put(
             {
                 keys.PK: keys.TOKENS_PK,
                 keys.SK: token_id,
-                "digest": digest,
-                "queue": queue,
-                "scopes": sorted(set(scopes)),
+                keys.TOKEN_DIGEST: digest,
+                keys.TOKEN_QUEUE: queue,
+                keys.TOKEN_SCOPES: sorted(set(scopes)),
                 keys.CREATED_MS: now,
             }
         )
@@ -96,8 +96,8 @@ class TokenStore:
         return [
             {
                 "token_id": item[keys.SK],
-                "queue": item["queue"],
-                "scopes": item["scopes"],
+                "queue": item[keys.TOKEN_QUEUE],
+                "scopes": item[keys.TOKEN_SCOPES],
                 "created_on": item[keys.CREATED_MS],
             }
             for item in self.backend.control.query(keys.TOKENS_PK, consistent=True)
@@ -107,10 +107,10 @@ class TokenStore:
         item = self.backend.control.get(keys.TOKENS_PK, token_id)
         if item is None:
             raise errors.TokenNotFound(f"token {token_id!r} not found")
-        self.backend.control.delete(keys.token_pk(item["digest"]), keys.TOKEN_SK)
+        self.backend.control.delete(keys.token_pk(item[keys.TOKEN_DIGEST]), keys.TOKEN_SK)
         self.backend.control.delete(keys.TOKENS_PK, token_id)
         with self._lock:
-            self._cache.pop(item["digest"], None)
+            self._cache.pop(item[keys.TOKEN_DIGEST], None)
 
     def authenticate(self, authorization: str | None) -> Principal:
         """The principal of an `Authorization: Bearer <token>` header value, or Unauthorized."""
@@ -130,7 +130,9 @@ class TokenStore:
             item = self.backend.control.get(keys.token_pk(digest), keys.TOKEN_SK, consistent=False)
             principal = None
             if item is not None and hmac.compare_digest(item[keys.PK], keys.token_pk(digest)):
-                principal = Principal(item["token_id"], item["queue"], frozenset(item["scopes"]))
+                principal = Principal(
+                    item[keys.TOKEN_ID], item[keys.TOKEN_QUEUE], frozenset(item[keys.TOKEN_SCOPES])
+                )
             with self._lock:
                 self._cache[digest] = (now + self._ttl, principal)
         if principal is None:

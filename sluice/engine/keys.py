@@ -41,6 +41,10 @@ INCARNATION = "inc"  # the queue incarnation the item belongs to (stale ones are
 PURGE_STARTED_MS = "ms"  # under PURGE_SK: when the last purge started
 QUEUE_NAME = "name"  # under QUEUE_ID_SK: the name of the queue with that id
 CREATED_MS = "created_ms"  # listing items (QUEUE_INDEX_PK, TOKENS_PK) and token items
+TOKEN_ID = "token_id"  # token item (token_pk): the id its listing item (TOKENS_PK) is keyed by
+TOKEN_DIGEST = "digest"  # listing item: the token's SHA-256, to find and drop its token item
+TOKEN_QUEUE = "queue"  # both: the queue the token is bound to (`*`: all)
+TOKEN_SCOPES = "scopes"
 
 # Shard tables
 HEAD_SK = "HEAD"
