@@ -78,6 +78,9 @@ LEASE_KEY_SECRET_NAME_TEMPLATE: Final = "sluice/{stage}/lease-key"  # local only
 PARTITION_KEY: Final = "pk"
 SORT_KEY: Final = "sk"
 TTL_ATTRIBUTE: Final = "exp"
+# Segment bucket: bodies too large for a DynamoDB item (`sluice.engine.keys.overflow_key`); the stack
+# expires them and grants writes on this prefix only. Segment keys: `sluice.segmentformat.segment_key`.
+OVERFLOW_PREFIX: Final = "overflow/"
 
 # Logical ids in the synthesized template; the local runtime finds resources by these.
 LOGICAL_CONTROL_TABLE: Final = "ControlTable"

@@ -2,7 +2,8 @@
 segment objects through the backend. The format itself (key, NDJSON lines, covering) is
 `sluice.segmentformat`, shared with the Glue jobs; docs/design.md "Segments" has the contract.
 
-- Index: control-table items `pk = SEG#<queue>#<incarnation>#<shard>`, `sk = <first seq 16d>` with
+- Index: control-table items `pk = keys.segment_index_pk(...)` (`SEG#<queue>#<incarnation>#<shard>`),
+  `sk = <first seq 16d>` with
   `last`, `key`, `count`, `bytes`, `min_ts`, `max_ts`, `level`. A compacted segment replaces the
   ones it covers; readers tolerate a moment where both are listed (`covering` skips overlaps).
 """
@@ -16,11 +17,10 @@ from typing import Any
 
 from sluice import offsets
 from sluice.adapters.dynamo import ConditionFailed
+from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.models import Queue
 from sluice.segmentformat import Record, covering, decode_segment, encode_segment, read_records, segment_key
-
-INDEX_PK_PREFIX = "SEG#"
 
 
 @dataclass(frozen=True)
@@ -41,10 +41,10 @@ class SegmentRef:
 
     def index_item(self) -> dict[str, Any]:
         return {
-            "pk": index_pk(self.queue, self.incarnation, self.shard),
-            "sk": offsets.seq_key(self.first),
-            "last": self.last,
-            "key": self.key,
+            keys.PK: keys.segment_index_pk(self.queue, self.incarnation, self.shard),
+            keys.SK: offsets.seq_key(self.first),
+            keys.SEGMENT_LAST: self.last,
+            keys.SEGMENT_KEY: self.key,
             "count": self.count,
             "bytes": self.bytes,
             "min_ts": self.min_ts,
@@ -58,9 +58,9 @@ class SegmentRef:
             queue=queue,
             incarnation=incarnation,
             shard=shard,
-            first=int(item["sk"]),
-            last=item["last"],
-            key=item["key"],
+            first=int(item[keys.SK]),
+            last=item[keys.SEGMENT_LAST],
+            key=item[keys.SEGMENT_KEY],
             count=item["count"],
             bytes=item["bytes"],
             min_ts=item["min_ts"],
@@ -69,13 +69,9 @@ class SegmentRef:
         )
 
 
-def index_pk(queue: str, incarnation: str, shard: int) -> str:
-    return f"{INDEX_PK_PREFIX}{queue}#{incarnation}#{shard}"
-
-
 def list_segments(backend: Backend, queue: Queue, shard: int, from_seq: int = 0) -> list[SegmentRef]:
     """Index entries of one shard ending at or after `from_seq`, ordered by first sequence."""
-    pk = index_pk(queue.name, queue.incarnation, shard)
+    pk = keys.segment_index_pk(queue.name, queue.incarnation, shard)
     refs = [
         SegmentRef.from_item(queue.name, queue.incarnation, shard, item)
         for item in backend.control.query(pk, consistent=True)
@@ -121,10 +117,13 @@ def put_index(backend: Backend, ref: SegmentRef, *, replacing: SegmentRef | None
     it starts only if that entry is still `replacing`. False when another worker got there first."""
     try:
         if replacing is None:
-            backend.control.put(ref.index_item(), condition="attribute_not_exists(pk)")
+            backend.control.put(ref.index_item(), condition=keys.NEW_ITEM)
         else:
             backend.control.put(
-                ref.index_item(), condition="#k = :k", names={"#k": "key"}, values={":k": replacing.key}
+                ref.index_item(),
+                condition="#k = :k",
+                names={"#k": keys.SEGMENT_KEY},
+                values={":k": replacing.key},
             )
     except ConditionFailed:
         return False
@@ -135,10 +134,10 @@ def delete_index(backend: Backend, ref: SegmentRef) -> None:
     """Remove `ref` from the index, unless the entry at its first sequence is now another segment."""
     with contextlib.suppress(ConditionFailed):
         backend.control.delete(
-            index_pk(ref.queue, ref.incarnation, ref.shard),
+            keys.segment_index_pk(ref.queue, ref.incarnation, ref.shard),
             offsets.seq_key(ref.first),
             condition="#k = :k",
-            names={"#k": "key"},
+            names={"#k": keys.SEGMENT_KEY},
             values={":k": ref.key},
         )
 
@@ -155,7 +154,6 @@ __all__ = [
     "decode_segment",
     "delete_index",
     "encode_segment",
-    "index_pk",
     "list_segments",
     "put_index",
     "read_segment",

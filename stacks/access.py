@@ -24,7 +24,7 @@ from aws_cdk import aws_lambda as lambda_
 from cdk_nag import NagSuppressions
 
 from sluice import constants as c
-from stacks.storage import OVERFLOW_PREFIX, Storage
+from stacks.storage import Storage
 
 SSM_READ = ("ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath")
 SSM_WRITE = ("ssm:PutParameter",)
@@ -78,7 +78,7 @@ def grant_function_access(
     broker.add_to_role_policy(
         iam.PolicyStatement(
             actions=["s3:PutObject", "s3:GetObject"],
-            resources=[bucket.arn_for_objects(f"{OVERFLOW_PREFIX}*")],
+            resources=[bucket.arn_for_objects(f"{c.OVERFLOW_PREFIX}*")],
         )
     )
 
@@ -90,7 +90,7 @@ def grant_function_access(
     consumer.add_to_role_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
     consumer.add_to_role_policy(
         iam.PolicyStatement(
-            actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{OVERFLOW_PREFIX}*")]
+            actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{c.OVERFLOW_PREFIX}*")]
         )
     )
     if push_lambda_targets:

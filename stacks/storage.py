@@ -27,9 +27,9 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from sluice import constants as c
+from sluice.segmentformat import SEGMENT_PREFIX
 
-SEGMENTS_PREFIX = "segments/"
-OVERFLOW_PREFIX = "overflow/"
+SEGMENTS_PREFIX = f"{SEGMENT_PREFIX}/"
 GLUE_TMP_PREFIX = "glue/tmp/"
 EXPORTS_PREFIX = "exports/"
 
@@ -76,7 +76,9 @@ class Storage(Construct):
                 s3.LifecycleRule(
                     id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(1)
                 ),
-                s3.LifecycleRule(id="expire-overflow", prefix=OVERFLOW_PREFIX, expiration=Duration.days(15)),
+                s3.LifecycleRule(
+                    id="expire-overflow", prefix=c.OVERFLOW_PREFIX, expiration=Duration.days(15)
+                ),
                 s3.LifecycleRule(id="expire-glue-tmp", prefix=GLUE_TMP_PREFIX, expiration=Duration.days(7)),
             ],
             removal_policy=removal,

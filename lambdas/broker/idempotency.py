@@ -51,12 +51,12 @@ def _guarded() -> tuple[IdempotencyConfig, Callable[..., dict[str, Any]]]:
         """Records keyed `pk = <idempotency key>`, `sk = IDEM` in the shared control table."""
 
         def _get_key(self, idempotency_key: str) -> dict:
-            return {self.key_attr: {"S": idempotency_key}, "sk": {"S": keys.IDEMPOTENCY_SK}}
+            return {self.key_attr: {"S": idempotency_key}, keys.SK: {"S": keys.IDEMPOTENCY_SK}}
 
     settings = get_settings()
     persistence = ControlTablePersistence(
         table_name=settings.control_table,
-        key_attr="pk",
+        key_attr=keys.PK,
         expiry_attr=keys.TTL,
         boto3_client=aws.client("dynamodb", settings.aws_endpoint_url),
     )

@@ -68,26 +68,26 @@ class TokenStore:
         try:
             self.backend.control.put(
                 {
-                    "pk": keys.token_pk(digest),
-                    "sk": keys.TOKEN_SK,
-                    "token_id": token_id,
-                    "queue": queue,
-                    "scopes": sorted(set(scopes)),
-                    "created_ms": now,
+                    keys.PK: keys.token_pk(digest),
+                    keys.SK: keys.TOKEN_SK,
+                    keys.TOKEN_ID: token_id,
+                    keys.TOKEN_QUEUE: queue,
+                    keys.TOKEN_SCOPES: sorted(set(scopes)),
+                    keys.CREATED_MS: now,
                 },
-                condition="attribute_not_exists(pk)",
+                condition=keys.NEW_ITEM,
             )
         except ConditionFailed as exc:
             existing = exc.item or {}
-            return existing.get("token_id", token_id), token  # the same secret was registered before
+            return existing.get(keys.TOKEN_ID, token_id), token  # the same secret was registered before
         self.backend.control.put(
             {
-                "pk": keys.TOKENS_PK,
-                "sk": token_id,
-                "digest": digest,
-                "queue": queue,
-                "scopes": sorted(set(scopes)),
-                "created_ms": now,
+                keys.PK: keys.TOKENS_PK,
+                keys.SK: token_id,
+                keys.TOKEN_DIGEST: digest,
+                keys.TOKEN_QUEUE: queue,
+                keys.TOKEN_SCOPES: sorted(set(scopes)),
+                keys.CREATED_MS: now,
             }
         )
         return token_id, token
@@ -95,10 +95,10 @@ class TokenStore:
     def list(self) -> list[dict[str, object]]:
         return [
             {
-                "token_id": item["sk"],
-                "queue": item["queue"],
-                "scopes": item["scopes"],
-                "created_on": item["created_ms"],
+                "token_id": item[keys.SK],
+                "queue": item[keys.TOKEN_QUEUE],
+                "scopes": item[keys.TOKEN_SCOPES],
+                "created_on": item[keys.CREATED_MS],
             }
             for item in self.backend.control.query(keys.TOKENS_PK, consistent=True)
         ]
@@ -107,10 +107,10 @@ class TokenStore:
         item = self.backend.control.get(keys.TOKENS_PK, token_id)
         if item is None:
             raise errors.TokenNotFound(f"token {token_id!r} not found")
-        self.backend.control.delete(keys.token_pk(item["digest"]), keys.TOKEN_SK)
+        self.backend.control.delete(keys.token_pk(item[keys.TOKEN_DIGEST]), keys.TOKEN_SK)
         self.backend.control.delete(keys.TOKENS_PK, token_id)
         with self._lock:
-            self._cache.pop(item["digest"], None)
+            self._cache.pop(item[keys.TOKEN_DIGEST], None)
 
     def authenticate(self, authorization: str | None) -> Principal:
         """The principal of an `Authorization: Bearer <token>` header value, or Unauthorized."""
@@ -129,8 +129,10 @@ class TokenStore:
         else:
             item = self.backend.control.get(keys.token_pk(digest), keys.TOKEN_SK, consistent=False)
             principal = None
-            if item is not None and hmac.compare_digest(item["pk"], keys.token_pk(digest)):
-                principal = Principal(item["token_id"], item["queue"], frozenset(item["scopes"]))
+            if item is not None and hmac.compare_digest(item[keys.PK], keys.token_pk(digest)):
+                principal = Principal(
+                    item[keys.TOKEN_ID], item[keys.TOKEN_QUEUE], frozenset(item[keys.TOKEN_SCOPES])
+                )
             with self._lock:
                 self._cache[digest] = (now + self._ttl, principal)
         if principal is None:

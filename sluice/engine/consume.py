@@ -276,9 +276,9 @@ class Consumer:
             # but only if they start where the state does: the winner may have read items written after
             # ours were fetched, and a read level inside an item we never saw must not look like a gap
             # (sealing there would tombstone sequences of a real item).
-            items = [it for it in fetched if keys.seq_of(it["sk"]) + it[keys.ITEM_COUNT] > state.read]
+            items = [it for it in fetched if keys.seq_of(it[keys.SK]) + it[keys.ITEM_COUNT] > state.read]
             at_boundary = state.read == state.read_item
-            queried = not items or not (at_boundary or keys.seq_of(items[0]["sk"]) <= state.read_item)
+            queried = not items or not (at_boundary or keys.seq_of(items[0][keys.SK]) <= state.read_item)
             if queried:
                 items = list(
                     view.table.query(
@@ -289,7 +289,7 @@ class Consumer:
             seen_items += len(items)
             seen_messages += sum(i[keys.ITEM_COUNT] for i in items)
             for item in items:
-                first, count = keys.seq_of(item["sk"]), item[keys.ITEM_COUNT]
+                first, count = keys.seq_of(item[keys.SK]), item[keys.ITEM_COUNT]
                 if first + count <= state.read:
                     continue
                 if first > state.read:  # allocated but never written: wait, then seal
@@ -366,7 +366,7 @@ class Consumer:
             if probe is None or probe[keys.ITEM_TS] >= start_ms:
                 hi = mid
             else:  # everything up to the end of this item predates the start
-                lo = keys.seq_of(probe["sk"]) + probe[keys.ITEM_COUNT]
+                lo = keys.seq_of(probe[keys.SK]) + probe[keys.ITEM_COUNT]
                 if lo > state.read:
                     state.read = state.read_item = lo
                     view.dirty = True
@@ -520,13 +520,13 @@ class Consumer:
     def _commit(self, view: _ShardView, group: str, old_version: int) -> None:
         state = view.state
         item = {
-            "pk": view.pk,
-            "sk": keys.group_state_sk(group),
+            keys.PK: view.pk,
+            keys.SK: keys.group_state_sk(group),
             keys.STATE_VERSION: old_version + 1,
             keys.STATE_BLOB: state.encode(),
         }
         if old_version == 0:
-            view.table.put(item, condition="attribute_not_exists(pk)")
+            view.table.put(item, condition=keys.NEW_ITEM)
         else:
             view.table.put(item, condition=f"{keys.STATE_VERSION} = :v", values={":v": old_version})
         state.version = old_version + 1
@@ -542,7 +542,7 @@ class Consumer:
                 {view.table: [(view.pk, keys.msg_sk(s)) for s in starts[lo : lo + 100]]}, consistent=False
             )
         return {
-            keys.seq_of(item["sk"]): (item[keys.ITEM_TS], list(decode_batch(item[keys.ITEM_DATA])))
+            keys.seq_of(item[keys.SK]): (item[keys.ITEM_TS], list(decode_batch(item[keys.ITEM_DATA])))
             for item in found.values()
             if not item.get(keys.ITEM_GAP)
         }

@@ -147,7 +147,7 @@ class DurableStreams:
     def current_version(self, queue: Queue) -> int:
         shard = queue.shards[0]
         head = self.backend.table_for(shard).get(keys.shard_pk(queue, shard.id), keys.HEAD_SK) or {}
-        return head.get("pver", 0)
+        return head.get(keys.HEAD_PRODUCER_VERSION, 0)
 
     def read(
         self,

@@ -37,14 +37,14 @@ def seal_gap(table: Table, pk: str, start: int, end: int, now_ms: int) -> bool:
         try:
             table.put(
                 {
-                    "pk": pk,
-                    "sk": keys.msg_sk(seq),
+                    keys.PK: pk,
+                    keys.SK: keys.msg_sk(seq),
                     keys.ITEM_COUNT: 1,
                     keys.ITEM_TS: 0,
                     keys.ITEM_GAP: True,
                     keys.TTL: ttl,
                 },
-                condition="attribute_not_exists(pk)",
+                condition=keys.NEW_ITEM,
             )
         except ConditionFailed:
             return False

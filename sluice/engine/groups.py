@@ -117,7 +117,14 @@ class ConsumerGroups:
                 head = keys.Head.of(heads.get((table.name, pk, keys.HEAD_SK)))
                 start = max(head.next, head.floor)
                 state = GroupState(read=start, read_item=start)
-                table.put({"pk": pk, "sk": keys.group_state_sk(name), "ver": 1, "s": state.encode()})
+                table.put(
+                    {
+                        keys.PK: pk,
+                        keys.SK: keys.group_state_sk(name),
+                        keys.STATE_VERSION: 1,
+                        keys.STATE_BLOB: state.encode(),
+                    }
+                )
 
     def _delete_states(self, queue: Queue, name: str) -> None:
         for shard in queue.shards:

@@ -1,7 +1,7 @@
 """The storage schema, in one place: every item key and every attribute name the engine reads or writes,
 with typed views of the items read most (a shard's HEAD, a batch item). See docs/design.md for the
-table layout. Segment object keys and the segment index key (`SEG#…`) belong to the segment format
-shared with the Glue jobs: `sluice.segments.segment_key` / `index_pk`.
+table layout. Segment object keys belong to the segment format shared with the Glue jobs
+(`sluice.segmentformat.segment_key`); the segment index item's own fields are `sluice.segments.SegmentRef`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sluice import constants
 from sluice.models import Queue
 from sluice.offsets import seq_key
+
+# Every table's key schema (the stacks declare the same names from sluice.constants)
+PK = constants.PARTITION_KEY
+SK = constants.SORT_KEY
+TTL = constants.TTL_ATTRIBUTE  # the tables' TTL attribute (epoch seconds)
+NEW_ITEM = f"attribute_not_exists({PK})"  # condition: no item with this key yet
+ITEM_EXISTS = f"attribute_exists({PK})"
 
 # Control table
 QUEUE_SK = "QUEUE"
@@ -25,15 +33,24 @@ COORDINATOR_PK = "COORDINATOR"  # the coordinator's ownership item and its per-q
 COORDINATOR_STATE_SK_PREFIX = "STATE#"
 IDEMPOTENCY_PK_PREFIX = "IDEM"  # Powertools' key prefix; the record's sk is IDEMPOTENCY_SK
 IDEMPOTENCY_SK = "IDEM"
+SEGMENT_INDEX_PK_PREFIX = "SEG#"  # segment_index_pk(...): one item per segment, sk = its first sequence
+
+# Control-table document items (queue, push / pull consumer, coordinator state, purge)
+DOC = "doc"  # the item's JSON document (a pydantic model or the coordinator's saved state)
+INCARNATION = "inc"  # the queue incarnation the item belongs to (stale ones are ignored / replaced)
+PURGE_STARTED_MS = "ms"  # under PURGE_SK: when the last purge started
+QUEUE_NAME = "name"  # under QUEUE_ID_SK: the name of the queue with that id
+CREATED_MS = "created_ms"  # listing items (QUEUE_INDEX_PK, TOKENS_PK) and token items
+TOKEN_ID = "token_id"  # token item (token_pk): the id its listing item (TOKENS_PK) is keyed by
+TOKEN_DIGEST = "digest"  # listing item: the token's SHA-256, to find and drop its token item
+TOKEN_QUEUE = "queue"  # both: the queue the token is bound to (`*`: all)
+TOKEN_SCOPES = "scopes"
 
 # Shard tables
 HEAD_SK = "HEAD"
 MSG_SK_PREFIX = "M#"
 GROUP_STATE_SK_PREFIX = "G#"
 MSG_SK_END = "M#~"  # sorts after every M#<digits>
-
-# Attributes every item may carry
-TTL = "exp"  # the tables' TTL attribute (epoch seconds)
 
 # HEAD item attributes
 HEAD_NEXT = "next"  # the next sequence to allocate
@@ -43,8 +60,21 @@ HEAD_SEALED = "sealed"  # the shard takes no more writes; `next` is final
 HEAD_SEALED_MS = "sealed_ms"
 HEAD_FLUSHED = "flushed"  # every sequence below it is in an S3 segment
 HEAD_TTL_SET = "ttl_set"  # bottomless queues: items below it have their TTL set after the flush
+HEAD_PRODUCER_VERSION = "pver"  # the highest producer version seen (fences older producers)
 # Write counters (sluice.engine.counters): requests, messages, bytes, throttles, conflicts
 HEAD_COUNTERS = ("wreq", "wmsgs", "wbytes", "thr", "cfl")
+
+# HEAD attributes of the open Durable Streams face (sluice.engine.openstreams / openforks)
+OS_GUARD = "osv"  # bumped by every write of this face: optimistic concurrency on the head
+OS_CLOSED = "osc"  # the stream is closed
+OS_CLOSER = "oscb"  # the producer (epoch, seq) whose append closed it
+OS_SEQ = "osq"  # the last Stream-Seq accepted
+OS_PRODUCERS = "osp"  # producer id -> {OS_PRODUCER_EPOCH, OS_PRODUCER_SEQ}
+OS_PRODUCER_EPOCH = "e"
+OS_PRODUCER_SEQ = "s"
+OS_TOUCHED = "ost"  # last write or read (ms), for TTL expiry
+OS_REFS = "osf"  # how many forks refer to this stream
+OS_GONE = "osd"  # deleted (soft while OS_REFS > 0)
 
 # Batch item (`M#<first seq>`) attributes
 ITEM_COUNT = "n"  # messages in the item
@@ -55,6 +85,10 @@ ITEM_GAP = "gap"  # a tombstone for sequences allocated and never written (sluic
 # Group state item (`G#<group>`) attributes
 STATE_BLOB = "s"  # GroupState.encode()
 STATE_VERSION = "ver"  # for conditional commits
+
+# Segment index item (`segment_index_pk`) attributes read by other modules (the rest: sluice.segments)
+SEGMENT_LAST = "last"  # the last sequence the segment holds
+SEGMENT_KEY = "key"  # its S3 object key
 
 # Ownership items (the coordinator's, push slots'): see sluice.engine.ownership
 OWNER_HOLDER = "holder"
@@ -100,7 +134,7 @@ class BatchItem:
     @classmethod
     def of(cls, item: dict[str, Any]) -> BatchItem:
         return cls(
-            first=seq_of(item["sk"]),
+            first=seq_of(item[SK]),
             count=int(item[ITEM_COUNT]),
             ts=int(item[ITEM_TS]),
             gap=bool(item.get(ITEM_GAP)),
@@ -149,12 +183,21 @@ def shard_pk(queue: Queue, shard_id: int) -> str:
     return f"{queue.name}#{queue.incarnation}#{shard_id}"
 
 
+def segment_index_pk(queue_name: str, incarnation: str, shard_id: int) -> str:
+    return f"{SEGMENT_INDEX_PK_PREFIX}{queue_name}#{incarnation}#{shard_id}"
+
+
 def msg_sk(seq: int) -> str:
     return f"{MSG_SK_PREFIX}{seq_key(seq)}"
 
 
 def seq_of(sk: str) -> int:
     return int(sk[len(MSG_SK_PREFIX) :])
+
+
+def overflow_key(shard_pk: str, seq: int) -> str:
+    """The segment-bucket object of a body too large for its batch item."""
+    return f"{constants.OVERFLOW_PREFIX}{shard_pk}/{seq_key(seq)}"
 
 
 def group_state_sk(group: str) -> str:

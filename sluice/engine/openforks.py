@@ -1,15 +1,16 @@
-"""Forks of open Durable Streams protocol streams (PROTOCOL.md 4.2): request values, the reference
-count that keeps a source's data while forks read it, and soft delete.
+"""Forks of open Durable Streams protocol streams (PROTOCOL.md 4.2): request values, where a fork
+starts and what it inherits, the reference count that keeps a source's data while forks read it, and
+soft delete.
 
 A fork copies nothing: its queue document names the source stream and the position (`base`) below
 which reads come from the source, level by level up a fork chain. So a source stays readable as
 long as a fork refers to it, its shard head carries:
 
-- REFS: how many forks refer to it (added before a fork is created, taken back when a fork's queue
-  is deleted);
-- GONE: set once when the stream is deleted or dropped as expired. With REFS > 0 the stream is only
-  soft-deleted (its queue document and data stay for fork reads; clients get 410 Gone, a PUT 409);
-  the write that brings REFS to 0 on a GONE head deletes the queue, and that release cascades up
+- REFS (`keys.OS_REFS`): how many forks refer to it (added before a fork is created, taken back
+  when a fork's queue is deleted);
+- GONE (`keys.OS_GONE`): set once when the stream is deleted or dropped as expired. With REFS > 0 the
+  stream is only soft-deleted (its queue document and data stay for fork reads; clients get 410 Gone,
+  a PUT 409); the write that brings REFS to 0 on a GONE head deletes the queue, and that release cascades up
   the chain.
 
 Both are changed only by conditional writes on the one head item, so a delete and a fork creation
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sluice import errors
@@ -30,10 +32,8 @@ from sluice.adapters.dynamo import ConditionFailed
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.queues import QueueRegistry
-from sluice.models import Queue
+from sluice.models import OpenStreamFork, OpenStreamMeta, Queue
 
-# Shard-head attributes of this face (beside openstreams' osv/osc/oscb/osq/osp/ost).
-REFS, GONE = "osf", "osd"
 _OWN_OFFSET = re.compile(r"^\d{16}$")
 # The reference server's `<16 digits>_<16 digits>` shape, which clients (and the conformance suite)
 # also send as a fork offset: read as one 32-digit number, so all zeros is the start and anything
@@ -66,6 +66,60 @@ def parse_fork(source: str | None, offset: str | None, sub_offset: str | None) -
     return ForkRequest(source.strip(), parse_fork_offset(offset), sub)
 
 
+def fork_point(
+    offset: int, sub: int, *, tail: int, json_records: bool, record_at: Callable[[int], bytes | None]
+) -> tuple[int, bytes | None]:
+    """Where the fork's own records start, and the cut-out head of a binary record to store first.
+    A JSON sub-offset counts messages (one record each); a binary one bytes of the record at the
+    offset (`record_at`: that record, None if it is not readable). Past the next boundary is refused."""
+    if sub == 0:
+        return offset, None
+    if json_records:
+        if offset + sub > tail:
+            raise errors.InvalidRequest("Stream-Fork-Sub-Offset is past the source's messages")
+        return offset + sub, None
+    if offset >= tail:
+        raise errors.InvalidRequest("Stream-Fork-Sub-Offset names data past the source's tail")
+    record = record_at(offset)
+    if record is None:
+        raise errors.InvalidRequest("Stream-Fork-Sub-Offset does not name readable data")
+    if sub > len(record):
+        raise errors.InvalidRequest("Stream-Fork-Sub-Offset is past the end of the data at the offset")
+    if sub == len(record):
+        return offset + 1, None
+    return offset, record[:sub]
+
+
+def fork_meta(
+    meta: OpenStreamMeta,
+    request: ForkRequest,
+    source: Queue,
+    source_meta: OpenStreamMeta,
+    *,
+    offset: int,
+    base: int,
+) -> OpenStreamMeta:
+    """The fork's metadata: its source's content type, and its TTL/expiry when the request sends
+    neither (PROTOCOL.md 4.2); where it forks (`OpenStreamFork`)."""
+    inherit = meta.ttl_seconds is None and meta.expires_at is None
+    return meta.model_copy(
+        update={
+            "content_type": source_meta.content_type,
+            "ttl_seconds": source_meta.ttl_seconds if inherit else meta.ttl_seconds,
+            "expires_at": source_meta.expires_at if inherit else meta.expires_at,
+            "expires_at_ms": source_meta.expires_at_ms if inherit else meta.expires_at_ms,
+            "fork": OpenStreamFork(
+                source_path=request.source_path,
+                source_queue=source.name,
+                source_incarnation=source.incarnation,
+                offset=offset,
+                sub_offset=request.sub_offset,
+                base=base,
+            ),
+        }
+    )
+
+
 def parse_fork_offset(raw: str | None) -> int | None:
     if raw is None:
         return None
@@ -83,14 +137,14 @@ def parse_fork_offset(raw: str | None) -> int | None:
 class Lineage:
     """Reference counts and (soft) deletion of open-protocol streams, forks or not."""
 
-    def __init__(self, backend: Backend, registry: QueueRegistry, guard: str) -> None:
+    def __init__(self, backend: Backend, registry: QueueRegistry) -> None:
         self.backend = backend
         self.registry = registry
-        self.guard = guard  # openstreams' head version: bumped on delete so a racing append re-reads
 
     def _update(self, queue: Queue, expression: str, condition: str, values: dict) -> dict:
         shard = queue.shards[0]
-        names = {"#r": REFS, "#g": GONE, "#v": self.guard}
+        # the face's head guard is bumped on delete, so a racing append re-reads and sees OS_GONE
+        names = {"#r": keys.OS_REFS, "#g": keys.OS_GONE, "#v": keys.OS_GUARD}
         item = self.backend.table_for(shard).update(
             keys.shard_pk(queue, shard.id),
             keys.HEAD_SK,
@@ -120,7 +174,7 @@ class Lineage:
             head = self._update(source, "ADD #r :minus", "#r > :zero", {":minus": -1, ":zero": 0})
         except ConditionFailed:
             return  # no reference to give back (released already)
-        if head.get(GONE) and int(head.get(REFS, 0)) <= 0:
+        if head.get(keys.OS_GONE) and int(head.get(keys.OS_REFS, 0)) <= 0:
             self._erase(source)
 
     def drop(self, queue: Queue) -> None:
@@ -134,7 +188,7 @@ class Lineage:
             )
         except ConditionFailed:
             return  # a concurrent delete got there first
-        if int(head.get(REFS, 0)) <= 0:
+        if int(head.get(keys.OS_REFS, 0)) <= 0:
             self._erase(queue)
 
     def _erase(self, queue: Queue) -> None:

@@ -36,11 +36,11 @@ from sluice import errors
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.durable import canonical, parse_json
-from sluice.engine.openforks import GONE, ForkRequest, Lineage
+from sluice.engine.openforks import ForkRequest, Lineage, fork_meta, fork_point
 from sluice.engine.publish import HeadChanged, HeadGuard, Publisher
 from sluice.engine.queues import QueueRegistry
 from sluice.engine.streams import Position, StreamReader
-from sluice.models import OpenStreamFork, OpenStreamMeta, OutgoingMessage, Queue
+from sluice.models import OpenStreamMeta, OutgoingMessage, Queue
 
 QUEUE_PREFIX = "os-"
 MAX_PATH_CHARS = 1024
@@ -60,8 +60,6 @@ _OFFSET_RE = re.compile(r"^\d{16}$")
 _TTL_RE = re.compile(r"^(0|[1-9]\d*)$")
 _INT_RE = re.compile(r"^(0|[1-9]\d*)$")
 BEGINNING, NOW = "-1", "now"
-_GUARD = "osv"  # head attributes of this face
-_CLOSED, _CLOSER, _SEQ, _PRODUCERS, _TOUCHED = "osc", "oscb", "osq", "osp", "ost"
 _APPEND_ATTEMPTS = 50
 SETTLE_SECONDS = 2.0  # how long a read waits for positions allocated but not yet written
 # Cursors: 20-second intervals since 2024-10-09T00:00:00Z, as PROTOCOL.md section 10.1 describes.
@@ -252,7 +250,7 @@ class OpenStreams:
         self.registry = registry
         self.publisher = publisher
         self.reader = reader
-        self.lineage = Lineage(backend, registry, _GUARD)
+        self.lineage = Lineage(backend, registry)
 
     # --- lookups --------------------------------------------------------------------------------------
 
@@ -265,7 +263,7 @@ class OpenStreams:
         if meta.expires_at_ms is not None and now >= meta.expires_at_ms:
             return True
         if meta.ttl_seconds is not None:
-            touched = max(int(head.get(_TOUCHED, 0)), queue.created_ms)
+            touched = max(int(head.get(keys.OS_TOUCHED, 0)), queue.created_ms)
             return now >= touched + meta.ttl_seconds * 1000
         return False
 
@@ -281,7 +279,7 @@ class OpenStreams:
         if queue.open_stream is None:
             raise errors.Conflict("this path is taken by a queue that is not an open-protocol stream")
         head = self._head(queue)
-        if head.get(GONE):
+        if head.get(keys.OS_GONE):
             raise errors.StreamGone("the stream was deleted (its data is kept for its forks)")
         if self._expired(queue, queue.open_stream, head):
             if drop_expired:
@@ -295,8 +293,8 @@ class OpenStreams:
     @staticmethod
     def _info(queue: Queue, head: dict[str, Any]) -> StreamInfo:
         assert queue.open_stream is not None
-        tail = _base(queue) + int(head.get("next", 0))
-        return StreamInfo(queue, queue.open_stream, tail, bool(head.get(_CLOSED)))
+        tail = _base(queue) + int(head.get(keys.HEAD_NEXT, 0))
+        return StreamInfo(queue, queue.open_stream, tail, bool(head.get(keys.OS_CLOSED)))
 
     def info(self, path: str) -> StreamInfo:
         found = self._find(path, drop_expired=False)
@@ -313,7 +311,7 @@ class OpenStreams:
             keys.shard_pk(info.queue, shard.id),
             keys.HEAD_SK,
             "SET #t = :now",
-            names={"#t": _TOUCHED},
+            names={"#t": keys.OS_TOUCHED},
             values={":now": self.backend.clock()},
         )
 
@@ -374,12 +372,11 @@ class OpenStreams:
     def _fork_meta(
         self, meta: OpenStreamMeta, fork: ForkRequest, content_type: str | None
     ) -> tuple[Queue, OpenStreamMeta, list[OutgoingMessage]]:
-        """The fork's metadata (content type and TTL/expiry inherited when not given, PROTOCOL.md
-        4.2), its source queue, and the records a binary sub-offset cuts out of the source's record
-        at the fork offset (the one thing copied: the head of that one record)."""
-        source_path = fork.source_path
+        """The fork's metadata (`openforks.fork_meta`), its source queue, and the records a binary
+        sub-offset cuts out of the source's record at the fork offset (the one thing copied: the head
+        of that one record; `openforks.fork_point`)."""
         try:
-            found = self._find(source_path)
+            found = self._find(fork.source_path)
         except errors.StreamGone as exc:
             raise errors.Conflict("the source stream was deleted; it is kept only for its forks") from exc
         if found is None:
@@ -390,46 +387,20 @@ class OpenStreams:
         offset = source.tail if fork.offset is None else fork.offset
         if offset > source.tail:
             raise errors.InvalidOffset("Stream-Fork-Offset is past the source stream's tail")
-        base, cut = self._fork_point(source, offset, fork.sub_offset)
-        inherit = meta.ttl_seconds is None and meta.expires_at is None
-        meta = meta.model_copy(
-            update={
-                "content_type": source.meta.content_type,
-                "ttl_seconds": source.meta.ttl_seconds if inherit else meta.ttl_seconds,
-                "expires_at": source.meta.expires_at if inherit else meta.expires_at,
-                "expires_at_ms": source.meta.expires_at_ms if inherit else meta.expires_at_ms,
-                "fork": OpenStreamFork(
-                    source_path=source_path,
-                    source_queue=source.queue.name,
-                    source_incarnation=source.queue.incarnation,
-                    offset=offset,
-                    sub_offset=fork.sub_offset,
-                    base=base,
-                ),
-            }
-        )
-        return source.queue, meta, cut
 
-    def _fork_point(self, source: StreamInfo, offset: int, sub: int) -> tuple[int, list[OutgoingMessage]]:
-        """Where the fork's own records start, and the cut-out head of a binary record to store first.
-        A JSON sub-offset counts messages (one record each); a binary one bytes of the record at the
-        offset. Past the next boundary is refused."""
-        if sub == 0:
-            return offset, []
-        if is_json(source.meta.content_type):
-            if offset + sub > source.tail:
-                raise errors.InvalidRequest("Stream-Fork-Sub-Offset is past the source's messages")
-            return offset + sub, []
-        if offset >= source.tail:
-            raise errors.InvalidRequest("Stream-Fork-Sub-Offset names data past the source's tail")
-        record = self._read_once(source, offset, 1, self._layers(source))
-        if not record.bodies or record.next != offset + 1:
-            raise errors.InvalidRequest("Stream-Fork-Sub-Offset does not name readable data")
-        if sub > len(record.bodies[0]):
-            raise errors.InvalidRequest("Stream-Fork-Sub-Offset is past the end of the data at the offset")
-        if sub == len(record.bodies[0]):
-            return offset + 1, []
-        return offset, [OutgoingMessage(body=record.bodies[0][:sub], content_type="bytes")]
+        def record_at(seq: int) -> bytes | None:
+            read = self._read_once(source, seq, 1, self._layers(source))
+            return read.bodies[0] if read.bodies and read.next == seq + 1 else None
+
+        base, cut = fork_point(
+            offset,
+            fork.sub_offset,
+            tail=source.tail,
+            json_records=is_json(source.meta.content_type),
+            record_at=record_at,
+        )
+        meta = fork_meta(meta, fork, source.queue, source.meta, offset=offset, base=base)
+        return source.queue, meta, [] if cut is None else [OutgoingMessage(body=cut, content_type="bytes")]
 
     def delete(self, path: str) -> None:
         found = self._find(path)
@@ -460,8 +431,8 @@ class OpenStreams:
         meta = queue.open_stream
         assert meta is not None
         if body and media_type(content_type) != media_type(meta.content_type):
-            tail = _base(queue) + int(head.get("next", 0))
-            if head.get(_CLOSED):  # closure is reported first (PROTOCOL.md 5.2, error precedence)
+            tail = _base(queue) + int(head.get(keys.HEAD_NEXT, 0))
+            if head.get(keys.OS_CLOSED):  # closure is reported first (PROTOCOL.md 5.2, error precedence)
                 return Appended("closed_conflict", tail, True)
             return Appended("type_conflict", tail, False)
         messages = self._messages(meta.content_type, body, allow_empty=False) if body else []
@@ -492,21 +463,21 @@ class OpenStreams:
         base = _base(queue)
         for attempt in range(_APPEND_ATTEMPTS):
             head = self._head(queue)
-            if head.get(GONE):  # deleted since it was looked up
+            if head.get(keys.OS_GONE):  # deleted since it was looked up
                 raise errors.StreamGone("the stream was deleted (its data is kept for its forks)")
             decided = _decide(head, base, bool(messages), closed, producer, stream_seq)
             if isinstance(decided, Appended):
                 return decided
             updates, headers = decided
-            updates[_TOUCHED] = self.backend.clock()
-            guard = HeadGuard(_GUARD, head.get(_GUARD), updates)
+            updates[keys.OS_TOUCHED] = self.backend.clock()
+            guard = HeadGuard(keys.OS_GUARD, head.get(keys.OS_GUARD), updates)
             try:
                 result = self.publisher.append(queue, messages, guard=guard)
             except HeadChanged:
                 time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
                 continue
             assert result.tail_seq is not None
-            return Appended("appended", base + result.tail_seq, bool(updates.get(_CLOSED)), headers)
+            return Appended("appended", base + result.tail_seq, bool(updates.get(keys.OS_CLOSED)), headers)
         raise errors.DependencyUnavailable("the stream is contended; retry shortly")
 
     # --- reads ----------------------------------------------------------------------------------------
@@ -630,20 +601,22 @@ def _decide(
 ) -> Appended | tuple[dict[str, Any], dict[str, str]]:
     """PROTOCOL.md 5.2 and 5.2.1 on the head as read: either the answer (nothing to write) or the head
     updates to commit with the append and the producer headers of its success."""
-    tail = base + int(head.get("next", 0))
-    if head.get(_CLOSED):
-        if producer is not None and head.get(_CLOSER) == producer.tuple_key:
+    tail = base + int(head.get(keys.HEAD_NEXT, 0))
+    if head.get(keys.OS_CLOSED):
+        if producer is not None and head.get(keys.OS_CLOSER) == producer.tuple_key:
             headers = {"Producer-Epoch": str(producer.epoch), "Producer-Seq": str(producer.seq)}
             return Appended("duplicate", tail, True, headers)
         if close and not has_data:
             return Appended("closed", tail, True)
         return Appended("closed_conflict", tail, True)
-    updates: dict[str, Any] = {_GUARD: int(head.get(_GUARD, 0)) + 1}
+    updates: dict[str, Any] = {keys.OS_GUARD: int(head.get(keys.OS_GUARD, 0)) + 1}
     headers = {}
     if producer is not None:
-        producers = dict(head.get(_PRODUCERS) or {})
+        producers = dict(head.get(keys.OS_PRODUCERS) or {})
         state = producers.get(producer.id)
-        epoch, last = (int(state["e"]), int(state["s"])) if state else (None, None)
+        epoch, last = (None, None)
+        if state:
+            epoch, last = int(state[keys.OS_PRODUCER_EPOCH]), int(state[keys.OS_PRODUCER_SEQ])
         if epoch is not None and producer.epoch < epoch:
             return Appended("stale_epoch", tail, False, {"Producer-Epoch": str(epoch)})
         if epoch is None or producer.epoch > epoch:
@@ -660,16 +633,16 @@ def _decide(
             if producer.seq != last + 1:
                 gap = {"Producer-Expected-Seq": str(last + 1), "Producer-Received-Seq": str(producer.seq)}
                 return Appended("seq_gap", tail, False, gap)
-        producers[producer.id] = {"e": producer.epoch, "s": producer.seq}
-        updates[_PRODUCERS] = producers
+        producers[producer.id] = {keys.OS_PRODUCER_EPOCH: producer.epoch, keys.OS_PRODUCER_SEQ: producer.seq}
+        updates[keys.OS_PRODUCERS] = producers
         headers = {"Producer-Epoch": str(producer.epoch), "Producer-Seq": str(producer.seq)}
     if stream_seq is not None:
-        last_seq = head.get(_SEQ)
+        last_seq = head.get(keys.OS_SEQ)
         if last_seq is not None and stream_seq.encode() <= str(last_seq).encode():
             return Appended("seq_conflict", tail, False)
-        updates[_SEQ] = stream_seq
+        updates[keys.OS_SEQ] = stream_seq
     if close:
-        updates[_CLOSED] = True
+        updates[keys.OS_CLOSED] = True
         if producer is not None:
-            updates[_CLOSER] = producer.tuple_key
+            updates[keys.OS_CLOSER] = producer.tuple_key
     return updates, headers

@@ -55,7 +55,12 @@ class Operations:
             )
             purged += 1 if new else 0
         self.backend.control.put(
-            {"pk": keys.queue_pk(queue.name), "sk": keys.PURGE_SK, "ms": started, "inc": queue.incarnation}
+            {
+                keys.PK: keys.queue_pk(queue.name),
+                keys.SK: keys.PURGE_SK,
+                keys.PURGE_STARTED_MS: started,
+                keys.INCARNATION: queue.incarnation,
+            }
         )
         return {"queue_name": queue.name, "shards_purged": purged, "started_ms": started}
 
@@ -63,7 +68,9 @@ class Operations:
         """When the last purge of this queue started (purges complete before they answer), or None."""
         queue = self.registry.get(queue_name)
         item = self.backend.control.get(keys.queue_pk(queue.name), keys.PURGE_SK)
-        return int(item["ms"]) if item and item.get("inc") == queue.incarnation else None
+        if not item or item.get(keys.INCARNATION) != queue.incarnation:
+            return None
+        return int(item[keys.PURGE_STARTED_MS])
 
     # --- redrive ------------------------------------------------------------------------------------------
 

@@ -74,7 +74,7 @@ class Ownership:
                 self.pk,
                 self.sk,
                 update,
-                condition="attribute_not_exists(pk) OR #e < :now OR #r = :true",
+                condition=f"{keys.NEW_ITEM} OR #e < :now OR #r = :true",
                 names=names,
                 values={**values, ":now": now, ":true": True},
                 returns="ALL_OLD",

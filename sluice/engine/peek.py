@@ -67,10 +67,10 @@ class Peeker:
         if len(pending) < want and state.read < head_next:
             items += table.query(pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=want)
         out: list[Peeked] = []
-        for item in sorted({i["sk"]: i for i in items}.values(), key=lambda i: i["sk"]):
+        for item in sorted({i[keys.SK]: i for i in items}.values(), key=lambda i: i[keys.SK]):
             if item.get(keys.ITEM_GAP) or expired(item, now):
                 continue
-            first = keys.seq_of(item["sk"])
+            first = keys.seq_of(item[keys.SK])
             for offset, msg in enumerate(decode_batch(item[keys.ITEM_DATA])):
                 seq = first + offset
                 entry = state.pending.get(seq)

@@ -213,12 +213,12 @@ class Publisher:
         for _ in range(_MAX_ALLOCATE_ATTEMPTS):
             expression = "SET #n = if_not_exists(#n, :zero) + :count, #ts = :now"
             condition = "attribute_not_exists(#sealed) AND (attribute_not_exists(#ts) OR #ts <= :now)"
-            names = {"#n": "next", "#ts": "ts", "#sealed": "sealed"}
+            names = {"#n": keys.HEAD_NEXT, "#ts": keys.HEAD_TS, "#sealed": keys.HEAD_SEALED}
             values: dict[str, Any] = {":zero": 0, ":count": count, ":now": now}
             if version is not None:
                 expression += ", #pv = :pv"
                 condition += " AND (attribute_not_exists(#pv) OR #pv <= :pv)"
-                names["#pv"] = "pver"
+                names["#pv"] = keys.HEAD_PRODUCER_VERSION
                 values[":pv"] = version
             if guard is not None:
                 names["#gf"] = guard.field
@@ -248,22 +248,22 @@ class Publisher:
             except ConditionFailed as exc:
                 self.counters.restore(pk, carried)
                 head = exc.item or {}
-                if head.get("sealed"):
+                if head.get(keys.HEAD_SEALED):
                     raise _ShardSealed from exc
                 if guard is not None and head.get(guard.field) != guard.expected:
                     raise HeadChanged("the stream changed concurrently; decide again") from exc
-                if version is not None and head.get("pver", 0) > version:
+                if version is not None and head.get(keys.HEAD_PRODUCER_VERSION, 0) > version:
                     raise errors.ProducerFenced(
                         "Producer version too old",
-                        current_version=head["pver"],
+                        current_version=head[keys.HEAD_PRODUCER_VERSION],
                         provided_version=version,
                     ) from exc
-                now = max(now, head.get("ts", now))  # another broker's clock ran ahead: follow it
+                now = max(now, head.get(keys.HEAD_TS, now))  # another broker's clock ran ahead: follow it
                 self.counters.note_conflict(pk)
                 continue
             assert new is not None
             # moto leaves an unchanged `next` out of UPDATED_NEW (a pure version bump, count 0)
-            return Allocation(first_seq=new.get("next", count) - count, timestamp_ms=now)
+            return Allocation(first_seq=new.get(keys.HEAD_NEXT, count) - count, timestamp_ms=now)
         raise errors.DependencyUnavailable("the shard head is contended; retry shortly")
 
     def _write(
@@ -278,7 +278,7 @@ class Publisher:
             delay = default_delay if msg.delay_seconds is None else msg.delay_seconds
             body, overflow_key = msg.body, None
             if len(body) > OVERFLOW_BYTES:
-                overflow_key = f"overflow/{pk}/{offsets.seq_key(seq)}"
+                overflow_key = keys.overflow_key(pk, seq)
                 self.backend.bucket.put(overflow_key, body)
                 body = b""
             stored.append(
@@ -296,16 +296,16 @@ class Publisher:
             expires = (alloc.timestamp_ms // 1000) + queue.settings.retention_seconds
         for first, chunk in _pack(alloc.first_seq, stored):
             item: dict[str, Any] = {
-                "pk": pk,
-                "sk": keys.msg_sk(first),
-                "n": len(chunk),
-                "ts": alloc.timestamp_ms,
-                "d": encode_batch(chunk),
+                keys.PK: pk,
+                keys.SK: keys.msg_sk(first),
+                keys.ITEM_COUNT: len(chunk),
+                keys.ITEM_TS: alloc.timestamp_ms,
+                keys.ITEM_DATA: encode_batch(chunk),
             }
             if expires is not None:
-                item["exp"] = expires
+                item[keys.TTL] = expires
             try:
-                table.put(item, condition="attribute_not_exists(pk)")
+                table.put(item, condition=keys.NEW_ITEM)
             except ConditionFailed as exc:
                 raise errors.WriteRaced(
                     "the send stalled so long that its slot was sealed as a gap; nothing was stored, retry"

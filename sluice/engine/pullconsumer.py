@@ -33,14 +33,14 @@ class PullConsumers:
     def put(self, queue: Queue, consumer: PullConsumer, *, new: bool) -> PullConsumer:
         """Register (`new`: refused when one exists) or overwrite the queue's pull consumer."""
         inc = {":inc": queue.incarnation}
-        condition = "attribute_not_exists(pk) OR inc <> :inc" if new else "inc = :inc"
+        condition = f"{keys.NEW_ITEM} OR {keys.INCARNATION} <> :inc" if new else f"{keys.INCARNATION} = :inc"
         try:
             self.table.put(
                 {
-                    "pk": keys.queue_pk(queue.name),
-                    "sk": PULL_CONSUMER_SK,
-                    "inc": queue.incarnation,
-                    "doc": consumer.model_dump_json(),
+                    keys.PK: keys.queue_pk(queue.name),
+                    keys.SK: PULL_CONSUMER_SK,
+                    keys.INCARNATION: queue.incarnation,
+                    keys.DOC: consumer.model_dump_json(),
                 },
                 condition=condition,
                 values=inc,
@@ -55,16 +55,16 @@ class PullConsumers:
 
     def get(self, queue: Queue) -> PullConsumer | None:
         item = self.table.get(keys.queue_pk(queue.name), PULL_CONSUMER_SK)
-        if not item or item.get("inc") != queue.incarnation:
+        if not item or item.get(keys.INCARNATION) != queue.incarnation:
             return None
-        return PullConsumer.model_validate_json(item["doc"])
+        return PullConsumer.model_validate_json(item[keys.DOC])
 
     def delete(self, queue: Queue) -> None:
         try:
             self.table.delete(
                 keys.queue_pk(queue.name),
                 PULL_CONSUMER_SK,
-                condition="inc = :inc",
+                condition=f"{keys.INCARNATION} = :inc",
                 values={":inc": queue.incarnation},
             )
         except ConditionFailed as exc:

@@ -65,10 +65,10 @@ class QueueRegistry:
             **fields,
         )
         try:
-            self.backend.control.put(self._item(queue), condition="attribute_not_exists(pk)")
+            self.backend.control.put(self._item(queue), condition=keys.NEW_ITEM)
         except ConditionFailed as exc:
             raise errors.QueueAlreadyExists(f"queue {name!r} already exists") from exc
-        self.backend.control.put({"pk": keys.QUEUE_INDEX_PK, "sk": name, "created_ms": now})
+        self.backend.control.put({keys.PK: keys.QUEUE_INDEX_PK, keys.SK: name, keys.CREATED_MS: now})
         self._index_id(queue)
         self.backend.mirror.write(name, queue.model_dump_json())
         if settings.dead_letter_queue:
@@ -88,14 +88,14 @@ class QueueRegistry:
         item = self.backend.control.get(keys.queue_pk(name), keys.QUEUE_SK)
         if item is None:
             raise errors.QueueNotFound(f"queue {name!r} not found")
-        return Queue.model_validate_json(item["doc"])
+        return Queue.model_validate_json(item[keys.DOC])
 
     def list(self, *, limit: int = 100, after: str | None = None) -> list[Queue]:
         """Queues in name order after the name `after` (the cursor a previous page returned)."""
         if after is not None and not QUEUE.ok(after):
             raise errors.InvalidOffset("cursor is invalid: pass the cursor a previous page returned")
         names = [
-            item["sk"]
+            item[keys.SK]
             for item in self.backend.control.query(
                 keys.QUEUE_INDEX_PK, sk_from=(after + "\x00") if after else None, limit=limit
             )
@@ -147,7 +147,7 @@ class QueueRegistry:
             return ref
         item = self.backend.control.get(keys.queue_id_pk(ref), keys.QUEUE_ID_SK)
         if item is not None:
-            return item["name"]
+            return item[keys.QUEUE_NAME]
         return self._find_unindexed(ref) or ref
 
     def _find_unindexed(self, queue_id: str) -> str | None:
@@ -164,7 +164,11 @@ class QueueRegistry:
 
     def _index_id(self, queue: Queue) -> None:
         self.backend.control.put(
-            {"pk": keys.queue_id_pk(queue.queue_id), "sk": keys.QUEUE_ID_SK, "name": queue.name}
+            {
+                keys.PK: keys.queue_id_pk(queue.queue_id),
+                keys.SK: keys.QUEUE_ID_SK,
+                keys.QUEUE_NAME: queue.name,
+            }
         )
 
     def modify(self, name: str, change: Callable[[Queue], Queue], *, fence: int | None = None) -> Queue:
@@ -212,12 +216,12 @@ class QueueRegistry:
     @staticmethod
     def _item(queue: Queue) -> dict[str, Any]:
         return {
-            "pk": keys.queue_pk(queue.name),
-            "sk": keys.QUEUE_SK,
+            keys.PK: keys.queue_pk(queue.name),
+            keys.SK: keys.QUEUE_SK,
             "version": queue.version,
             "fence": queue.fence,
             "incarnation": queue.incarnation,
-            "doc": queue.model_dump_json(),
+            keys.DOC: queue.model_dump_json(),
         }
 
 

@@ -98,10 +98,10 @@ class ShardStateReader:
         head = keys.Head()
         states: dict[str, GroupState] = {}
         for item in items:
-            if item["sk"] == keys.HEAD_SK:
+            if item[keys.SK] == keys.HEAD_SK:
                 head = keys.Head.of(item)
-            elif item["sk"].startswith(keys.GROUP_STATE_SK_PREFIX):
-                states[item["sk"][len(keys.GROUP_STATE_SK_PREFIX) :]] = state_from(item)
+            elif item[keys.SK].startswith(keys.GROUP_STATE_SK_PREFIX):
+                states[item[keys.SK][len(keys.GROUP_STATE_SK_PREFIX) :]] = state_from(item)
         for group in groups:
             states.setdefault(group, GroupState())
         return _floored(ShardRead(shard, table, pk, head, states))

@@ -192,15 +192,15 @@ class ShardWorker:
         hot_seconds = min(queue.settings.retention_seconds, MAX_HOT_RETENTION_SECONDS)
         lo = keys.msg_sk(max(0, start - 99))
         for item in table.query(pk, sk_from=lo, sk_to=keys.msg_sk(end - 1)):
-            first, count = keys.seq_of(item["sk"]), item[keys.ITEM_COUNT]
+            first, count = keys.seq_of(item[keys.SK]), item[keys.ITEM_COUNT]
             if first + count <= start or item.get(keys.ITEM_GAP):
                 continue
             try:
                 table.update(
                     pk,
-                    item["sk"],
+                    item[keys.SK],
                     "SET #e = :e",
-                    condition="attribute_exists(pk)",
+                    condition=keys.ITEM_EXISTS,
                     names={"#e": keys.TTL},
                     values={":e": item[keys.ITEM_TS] // 1000 + hot_seconds},
                 )
@@ -270,14 +270,14 @@ class ShardWorker:
         now = self.backend.clock()
         doomed: list[tuple[str, str]] = []
         for item in table.query(pk, sk_from=keys.msg_sk(0), sk_to=keys.MSG_SK_END):
-            first = keys.seq_of(item["sk"])
+            first = keys.seq_of(item[keys.SK])
             if expired(item, now):
                 if (
                     not queue.settings.bottomless
                     or first + item[keys.ITEM_COUNT] <= flushed
                     or item.get(keys.ITEM_GAP)
                 ):
-                    doomed.append((pk, item["sk"]))
+                    doomed.append((pk, item[keys.SK]))
             elif not item.get(keys.ITEM_GAP):
                 break  # message items expire in sequence order (exp = ts + a fixed time): done
         batch_delete(table, doomed)

@@ -84,7 +84,7 @@ def scan_hot(
         return reread_head is not None and reread_head().get(keys.HEAD_FLUSHED, 0) > position
 
     for item in _items_from(table, pk, keys.msg_sk(lo)):
-        first, count = keys.seq_of(item["sk"]), item[keys.ITEM_COUNT]
+        first, count = keys.seq_of(item[keys.SK]), item[keys.ITEM_COUNT]
         if first >= head_next or len(records) >= limit:
             break
         if first + count <= seq:
@@ -148,7 +148,7 @@ def _items_from(table: Table, pk: str, sk_from: str) -> Iterator[dict[str, Any]]
         yield from page
         if len(page) < size:
             return
-        start, size = page[-1]["sk"] + "\x00", min(size * 2, _ITEMS_PER_QUERY)
+        start, size = page[-1][keys.SK] + "\x00", min(size * 2, _ITEMS_PER_QUERY)
 
 
 # --- positions ------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ exactly what it is told. Rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,10 +44,6 @@ class ShardHead:
     @property
     def unflushed(self) -> bool:
         return self.next > self.flushed
-
-    @classmethod
-    def of(cls, shard_id: int, state: str, head: Mapping[str, Any]) -> ShardHead:
-        return cls(shard_id, state, int(head.get("next", 0)), int(head.get("flushed", 0)))
 
 
 def plan(

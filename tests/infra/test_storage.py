@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from sluice import constants as c
-from stacks.storage import OVERFLOW_PREFIX
 from tests.infra.helpers import of_type, refs
 
 pytestmark = pytest.mark.infra
@@ -71,7 +70,7 @@ def test_bucket_encrypted_private_and_denies_plain_http(resources: dict[str, Any
 def test_lifecycle_expires_scratch_and_overflow_only(resources: dict[str, Any]) -> None:
     rules = resources[c.LOGICAL_SEGMENT_BUCKET]["Properties"]["LifecycleConfiguration"]["Rules"]
     by_prefix = {r.get("Prefix"): r for r in rules}
-    assert by_prefix[OVERFLOW_PREFIX]["ExpirationInDays"] == 15
+    assert by_prefix[c.OVERFLOW_PREFIX]["ExpirationInDays"] == 15
     # Nothing under segments/ expires by rule: `segments/<queue>/` holds a queue's segments, so a scratch
     # prefix such as `segments/tmp/` would expire the segments of a queue named "tmp".
     assert not [r for r in rules if str(r.get("Prefix", "")).startswith("segments/")]

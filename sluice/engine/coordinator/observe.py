@@ -10,7 +10,6 @@ from sluice.engine.backend import Backend
 from sluice.engine.scaling import ShardObservation
 from sluice.engine.shardstate import ShardRead
 from sluice.models import Queue, Shard
-from sluice.segments import index_pk
 
 OLDEST_AGE_PAIRS = 100  # shard x group pairs read for the oldest message: one BatchGetItem
 
@@ -72,6 +71,6 @@ def shard_is_flushed(control: Table, queue: Queue, shard: Shard, head_next: int)
     shard's segment index (`sluice.segments`, written by the shard worker) reaches `head_next - 1`."""
     if head_next <= 0:
         return True
-    pk = index_pk(queue.name, queue.incarnation, shard.id)
+    pk = keys.segment_index_pk(queue.name, queue.incarnation, shard.id)
     newest = next(iter(control.query(pk, forward=False, limit=1, consistent=True)), None)
-    return newest is not None and int(newest.get("last", -1)) + 1 >= head_next
+    return newest is not None and int(newest.get(keys.SEGMENT_LAST, -1)) + 1 >= head_next

@@ -242,7 +242,7 @@ class Coordinator:
         after: str | None = None
         while True:
             page = [
-                item["sk"]
+                item[keys.SK]
                 for item in self.backend.control.query(
                     keys.QUEUE_INDEX_PK, sk_from=(after + "\x00") if after else None, limit=1000
                 )

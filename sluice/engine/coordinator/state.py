@@ -49,16 +49,16 @@ class StateStore:
     def load(self, queue: Queue) -> SavedState:
         """The previous pass's state; a fresh one for a queue made again (another incarnation)."""
         item = self.table.get(keys.COORDINATOR_PK, keys.coordinator_state_sk(queue.name))
-        if not item or item.get("inc") != queue.incarnation:
+        if not item or item.get(keys.INCARNATION) != queue.incarnation:
             return SavedState()
-        return SavedState.from_doc(json.loads(item["doc"]))
+        return SavedState.from_doc(json.loads(item[keys.DOC]))
 
     def save(self, queue: Queue, state: SavedState) -> None:
         self.table.put(
             {
-                "pk": keys.COORDINATOR_PK,
-                "sk": keys.coordinator_state_sk(queue.name),
-                "inc": queue.incarnation,
-                "doc": json.dumps(state.to_doc(), separators=(",", ":")),
+                keys.PK: keys.COORDINATOR_PK,
+                keys.SK: keys.coordinator_state_sk(queue.name),
+                keys.INCARNATION: queue.incarnation,
+                keys.DOC: json.dumps(state.to_doc(), separators=(",", ":")),
             }
         )

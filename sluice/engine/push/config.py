@@ -108,7 +108,7 @@ class ConsumerStore:
         try:
             self.table.put(
                 _consumer_item(queue, consumer),
-                condition="attribute_not_exists(pk) OR inc <> :inc",
+                condition=f"{keys.NEW_ITEM} OR {keys.INCARNATION} <> :inc",
                 values={":inc": queue.incarnation},
             )
         except ConditionFailed as exc:
@@ -122,23 +122,23 @@ class ConsumerStore:
             keys.queue_pk(queue.name), sk_prefix=keys.CONSUMER_SK_PREFIX, consistent=True
         )
         return [
-            PushConsumer.model_validate_json(item["doc"])
+            PushConsumer.model_validate_json(item[keys.DOC])
             for item in items
-            if item.get("inc") == queue.incarnation
+            if item.get(keys.INCARNATION) == queue.incarnation
         ]
 
     def get(self, queue: Queue, consumer_id: str) -> PushConsumer:
         item = self.table.get(keys.queue_pk(queue.name), keys.consumer_sk(consumer_id))
-        if not item or item.get("inc") != queue.incarnation:
+        if not item or item.get(keys.INCARNATION) != queue.incarnation:
             raise errors.ConsumerNotFound(f"push consumer {consumer_id!r} not found on queue {queue.name!r}")
-        return PushConsumer.model_validate_json(item["doc"])
+        return PushConsumer.model_validate_json(item[keys.DOC])
 
     def replace(self, queue: Queue, consumer: PushConsumer) -> PushConsumer:
         """Overwrite an existing consumer's config (same id); running workers pick it up on their next run."""
         try:
             self.table.put(
                 _consumer_item(queue, consumer),
-                condition="inc = :inc",
+                condition=f"{keys.INCARNATION} = :inc",
                 values={":inc": queue.incarnation},
             )
         except ConditionFailed as exc:
@@ -152,7 +152,7 @@ class ConsumerStore:
             self.table.delete(
                 keys.queue_pk(queue.name),
                 keys.consumer_sk(consumer_id),
-                condition="inc = :inc",
+                condition=f"{keys.INCARNATION} = :inc",
                 values={":inc": queue.incarnation},
             )
         except ConditionFailed as exc:
@@ -164,8 +164,8 @@ class ConsumerStore:
 def _consumer_item(queue: Queue, consumer: PushConsumer) -> dict[str, Any]:
     """A push consumer's config item, with its queue's incarnation (a re-created queue starts empty)."""
     return {
-        "pk": keys.queue_pk(queue.name),
-        "sk": keys.consumer_sk(consumer.id),
-        "inc": queue.incarnation,
-        "doc": consumer.model_dump_json(),
+        keys.PK: keys.queue_pk(queue.name),
+        keys.SK: keys.consumer_sk(consumer.id),
+        keys.INCARNATION: queue.incarnation,
+        keys.DOC: consumer.model_dump_json(),
     }

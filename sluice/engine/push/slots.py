@@ -24,7 +24,7 @@ class WorkerSlots:
             keys.queue_pk(queue.name), sk_prefix=keys.slot_prefix(consumer_id), consistent=True
         )
         return {
-            keys.slot_of(item["sk"])
+            keys.slot_of(item[keys.SK])
             for item in items
             if item.get(keys.OWNER_EXPIRES_MS, 0) >= now and not item.get(keys.OWNER_RELEASED)
         }
