@@ -7,7 +7,8 @@ Load is measured in DynamoDB write units per second on each shard's partition ke
 DynamoDB limits (1,000 WCU/s per partition). From a shard's counters:
 `wcu/s = 2 x requests/s (head update + ≥ 1 WCU item put) + bytes/s / 1024 + conflicts/s` — a failed
 conditional write still costs a write unit. Throttled attempts are unmet demand: each is counted at the
-shard's average write units per request.
+shard's average write units per request. A shard whose HEAD the coordinator could not read (throttled
+on every retry) is saturated: it counts as a full ceiling of load with throttles seen.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class ShardObservation:
     head_sealed: bool = False  # the HEAD item refuses allocations (the next sequence is final)
     drained: bool = False  # every consumer group's ack level reached the head's next sequence
     flushed: bool = True  # bottomless queues: every sequence is in an S3 segment
+    unreadable: bool = False  # the HEAD read was throttled on every retry: no rates, a saturated partition
 
     @property
     def wcu_per_s(self) -> float:
@@ -90,7 +92,7 @@ class Decision:
 
 def demand_wcu(shards: list[ShardObservation], policy: ScalingPolicy) -> tuple[float, float]:
     """(observed write units/s, unmet write units/s from throttled attempts) over `shards`."""
-    observed = sum(s.wcu_per_s for s in shards)
+    observed = sum(policy.shard_wcu_ceiling if s.unreadable else s.wcu_per_s for s in shards)
     requests = sum(s.requests_per_s for s in shards)
     average = observed / requests if requests > 0 else policy.default_request_wcu
     unmet = sum(s.throttles_per_s * (s.wcu_per_request or average) for s in shards)
@@ -113,7 +115,8 @@ def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
     per_shard = policy.shard_wcu_ceiling * policy.target_utilization
     requests = sum(s.requests_per_s for s in open_shards)
     throttles = sum(s.throttles_per_s for s in open_shards)
-    throttled = throttles > 0 and throttles > policy.throttle_tolerance * requests
+    unreadable = any(s.unreadable for s in open_shards)
+    throttled = unreadable or (throttles > 0 and throttles > policy.throttle_tolerance * requests)
     if obs.ordered:
         # A partition key's shard is a hash over the open shards: resharding would reorder keys.
         desired = n_open
@@ -124,9 +127,9 @@ def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
         if throttled:
             desired = max(desired, n_open + 1)
         saturated = bool(open_shards) and all(
-            s.wcu_per_s >= policy.saturated * policy.shard_wcu_ceiling for s in open_shards
+            s.unreadable or s.wcu_per_s >= policy.saturated * policy.shard_wcu_ceiling for s in open_shards
         )
-        if throttles > 0 and (throttles > policy.heavy_throttle * requests or saturated):
+        if (throttles > 0 or unreadable) and (throttles > policy.heavy_throttle * requests or saturated):
             growth = max(growth, policy.heavy_growth)
             desired = max(desired, math.ceil(max(n_open, 1) * policy.heavy_growth))
         desired = min(desired, max(n_open + 1, math.floor(max(n_open, 1) * growth)))
@@ -148,6 +151,7 @@ def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
     low = (
         desired < n_open
         and not throttles
+        and not unreadable
         and demand <= n_open * policy.shard_wcu_ceiling * (policy.low_utilization)
     )
     if obs.ordered and n_open > obs.min_shards:

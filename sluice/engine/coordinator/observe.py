@@ -4,7 +4,9 @@ applied (`sluice.engine.shardstate`), so purged messages count nowhere."""
 
 from __future__ import annotations
 
-from sluice.adapters.dynamo import Table, batch_get_across
+from collections.abc import Mapping
+
+from sluice.adapters.dynamo import Table, batch_get_available
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.scaling import ShardObservation
@@ -35,6 +37,22 @@ def shard_observation(
     )
 
 
+def unreadable_observation(shard: Shard) -> ShardObservation:
+    """A shard whose HEAD read was throttled on every retry: no rates, a saturated partition (the policy
+    counts it as a full ceiling with throttles, `sluice.engine.scaling`)."""
+    return ShardObservation(id=shard.id, state=shard.state, unreadable=True)
+
+
+def counts_to_keep(
+    before: Mapping[str, list[int]], reads: list[ShardRead], unread: list[Shard]
+) -> dict[str, list[int]]:
+    """The HEAD counters the next pass measures rates against. An unread shard keeps its older counters:
+    its next rate spans two passes over one interval, an overestimate on a saturated shard (the side
+    that scales up), where no entry would count the shard's whole history as one interval's growth."""
+    kept = {str(s.id): before[str(s.id)] for s in unread if str(s.id) in before}
+    return kept | {str(r.shard.id): list(r.head.counters) for r in reads}
+
+
 def backlog(queue: Queue, reads: list[ShardRead]) -> dict[str, int]:
     """Unacked messages per group over the shards read."""
     return {g: sum(r.backlog(g) for r in reads) for g in sorted(queue.groups)}
@@ -42,7 +60,8 @@ def backlog(queue: Queue, reads: list[ShardRead]) -> dict[str, int]:
 
 def oldest_age_s(backend: Backend, queue: Queue, reads: list[ShardRead], now: int) -> float:
     """Age of the oldest unacked message over groups: one BatchGetItem of the items holding each
-    group's ack level (at most 100 shardxgroup pairs, the largest backlogs first)."""
+    group's ack level (at most 100 shardxgroup pairs, the largest backlogs first). Items still throttled
+    after the retries are left out of this pass's figure."""
     candidates = []
     for read in reads:
         for group, st in read.states.items():
@@ -62,7 +81,7 @@ def oldest_age_s(backend: Backend, queue: Queue, reads: list[ShardRead], now: in
             requests.setdefault(backend.table_for(shard), []).append((pk, sk))
     if not requests:
         return 0.0
-    found = batch_get_across(requests, consistent=False)
+    found, _ = batch_get_available(requests, consistent=False)  # a throttled item: skipped, not fatal
     stamps = [it[keys.ITEM_TS] for it in found.values() if it.get(keys.ITEM_TS)]
     return max(0.0, (now - min(stamps)) / 1000) if stamps else 0.0
 
