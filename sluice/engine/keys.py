@@ -55,6 +55,7 @@ ITEM_GAP = "gap"  # a tombstone for sequences allocated and never written (sluic
 # Group state item (`G#<group>`) attributes
 STATE_BLOB = "s"  # GroupState.encode()
 STATE_VERSION = "ver"  # for conditional commits
+STATE_CONFLICTS = "cfl"  # running total of lost commit races, carried by the commit that wins
 
 # Ownership items (the coordinator's, push slots'): see sluice.engine.ownership
 OWNER_HOLDER = "holder"
