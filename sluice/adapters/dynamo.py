@@ -239,22 +239,44 @@ class Table:
 def batch_get_across(
     requests: Mapping[Table, Iterable[tuple[str, str]]], *, consistent: bool = True
 ) -> dict[tuple[str, str, str], Item]:
-    """One BatchGetItem over several tables (≤ 100 keys): {(table, pk, sk): item} for items that exist."""
+    """One BatchGetItem over several tables (≤ 100 keys): {(table, pk, sk): item} for items that exist.
+    Keys still throttled after the retries end in `Throttled`."""
+    found, unread = batch_get_available(requests, consistent=consistent)
+    if unread:
+        raise errors.Throttled("DynamoDB left part of a batch unprocessed on every retry; retry shortly")
+    return found
+
+
+def batch_get_available(
+    requests: Mapping[Table, Iterable[tuple[str, str]]], *, consistent: bool = True
+) -> tuple[dict[tuple[str, str, str], Item], set[tuple[str, str, str]]]:
+    """`batch_get_across` for a reader that can act on part of the keys (the coordinator): what could be
+    read, and the (table, pk, sk) keys still throttled after the retries instead of an error. A call
+    throttled on every key has already been retried by the SDK, so its keys are unread at once."""
     tables = list(requests)
     if not tables:
-        return {}
+        return {}, set()
     pending = {
         t.name: {"Keys": [serialize(key(pk, sk)) for pk, sk in requests[t]], "ConsistentRead": consistent}
         for t in tables
     }
     client = tables[0]._client
     found: dict[tuple[str, str, str], Item] = {}
-    for resp in _until_processed(client.batch_get_item, pending, "UnprocessedKeys"):
-        for table_name, raws in resp["Responses"].items():
-            for raw in raws:
-                item = deserialize(raw)
-                found[(table_name, item[PARTITION_KEY], item[SORT_KEY])] = item
-    return found
+    left: dict[str, Any] = {}
+    try:
+        for resp in _until_processed(client.batch_get_item, pending, "UnprocessedKeys", left):
+            for table_name, raws in resp["Responses"].items():
+                for raw in raws:
+                    item = deserialize(raw)
+                    found[(table_name, item[PARTITION_KEY], item[SORT_KEY])] = item
+    except errors.Throttled:
+        pass  # `left` holds the request no call processed
+    unread = {
+        (table_name, k[PARTITION_KEY], k[SORT_KEY])
+        for table_name, request in left.items()
+        for k in map(deserialize, request["Keys"])
+    }
+    return found, unread
 
 
 def batch_delete(table: Table, keys: Sequence[tuple[str, str]]) -> None:
@@ -274,15 +296,25 @@ def _until_processed(
     call: Callable[..., dict[str, Any]],
     request: dict[str, Any],
     unprocessed: str,
+    left: dict[str, Any] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Each response of a batch call, re-sending what came back unprocessed after a backoff pause."""
+    """Each response of a batch call, re-sending what came back unprocessed after a backoff pause. On
+    `Throttled`, `left` (when given) holds the part of the request that was never processed."""
     for round_ in range(UNPROCESSED_ROUNDS):
         if round_:
             time.sleep(unprocessed_pause(round_))
+        if left is not None:
+            left.clear()
+            left.update(request)
         with aws.translated("DynamoDB"):
             resp = call(RequestItems=request)
         yield resp
         request = resp.get(unprocessed) or {}
         if not request:
+            if left is not None:
+                left.clear()
             return
+    if left is not None:
+        left.clear()
+        left.update(request)
     raise errors.Throttled("DynamoDB left part of a batch unprocessed on every retry; retry shortly")

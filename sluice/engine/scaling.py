@@ -7,7 +7,11 @@ Load is measured in DynamoDB write units per second on each shard's partition ke
 DynamoDB limits (1,000 WCU/s per partition). From a shard's counters:
 `wcu/s = 2 x requests/s (head update + ≥ 1 WCU item put) + bytes/s / 1024 + conflicts/s` — a failed
 conditional write still costs a write unit. Throttled attempts are unmet demand: each is counted at the
-shard's average write units per request.
+shard's average write units per request. Consumers load a shard too: every pull and ack commits its
+group's state item on the shard with a version condition, so pullers per shard set the share of lost
+commit races; above `consumer_conflict_target` the open shards grow in proportion (capped like any
+growth), spreading new messages, and so pullers, over more state items. A shard whose HEAD the
+coordinator could not read (throttled on every retry) is saturated: a full ceiling of load, throttled.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ class ScalingPolicy:
     saturated: float = 0.9
     heavy_growth: float = 8.0
     default_request_wcu: float = 22.0  # for throttles on a shard that accepted nothing yet (100 x 200 B)
+    consumer_conflict_target: float = 0.05  # lost state-commit races / commit attempts to aim under
+    consumer_min_attempts_per_s: float = 1.0  # below this many commit attempts/s the share is noise
 
 
 @dataclass(frozen=True)
@@ -49,9 +55,12 @@ class ShardObservation:
     bytes_per_s: float = 0.0
     throttles_per_s: float = 0.0
     conflicts_per_s: float = 0.0
+    state_commits_per_s: float = 0.0  # consumer-group state commits (pulls and acks) that won
+    state_conflicts_per_s: float = 0.0  # ... and that lost the version race
     head_sealed: bool = False  # the HEAD item refuses allocations (the next sequence is final)
     drained: bool = False  # every consumer group's ack level reached the head's next sequence
     flushed: bool = True  # bottomless queues: every sequence is in an S3 segment
+    unreadable: bool = False  # the HEAD read was throttled on every retry: no rates, a saturated partition
 
     @property
     def wcu_per_s(self) -> float:
@@ -90,11 +99,20 @@ class Decision:
 
 def demand_wcu(shards: list[ShardObservation], policy: ScalingPolicy) -> tuple[float, float]:
     """(observed write units/s, unmet write units/s from throttled attempts) over `shards`."""
-    observed = sum(s.wcu_per_s for s in shards)
+    observed = sum(policy.shard_wcu_ceiling if s.unreadable else s.wcu_per_s for s in shards)
     requests = sum(s.requests_per_s for s in shards)
     average = observed / requests if requests > 0 else policy.default_request_wcu
     unmet = sum(s.throttles_per_s * (s.wcu_per_request or average) for s in shards)
     return observed, unmet
+
+
+def consumer_pressure(shards: list[ShardObservation], policy: ScalingPolicy) -> float:
+    """Lost state-commit races over `shards` as a multiple of the target share (0 below the noise floor)."""
+    races = sum(s.state_conflicts_per_s for s in shards)
+    attempts = races + sum(s.state_commits_per_s for s in shards)
+    if attempts < policy.consumer_min_attempts_per_s:
+        return 0.0
+    return races / attempts / policy.consumer_conflict_target
 
 
 def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
@@ -113,7 +131,8 @@ def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
     per_shard = policy.shard_wcu_ceiling * policy.target_utilization
     requests = sum(s.requests_per_s for s in open_shards)
     throttles = sum(s.throttles_per_s for s in open_shards)
-    throttled = throttles > 0 and throttles > policy.throttle_tolerance * requests
+    unreadable = any(s.unreadable for s in open_shards)
+    throttled = unreadable or (throttles > 0 and throttles > policy.throttle_tolerance * requests)
     if obs.ordered:
         # A partition key's shard is a hash over the open shards: resharding would reorder keys.
         desired = n_open
@@ -124,11 +143,16 @@ def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
         if throttled:
             desired = max(desired, n_open + 1)
         saturated = bool(open_shards) and all(
-            s.wcu_per_s >= policy.saturated * policy.shard_wcu_ceiling for s in open_shards
+            s.unreadable or s.wcu_per_s >= policy.saturated * policy.shard_wcu_ceiling for s in open_shards
         )
-        if throttles > 0 and (throttles > policy.heavy_throttle * requests or saturated):
+        if (throttles > 0 or unreadable) and (throttles > policy.heavy_throttle * requests or saturated):
             growth = max(growth, policy.heavy_growth)
             desired = max(desired, math.ceil(max(n_open, 1) * policy.heavy_growth))
+        pressure = consumer_pressure(open_shards, policy)
+        if pressure > 1 and math.ceil(max(n_open, 1) * pressure) > desired:
+            desired = math.ceil(max(n_open, 1) * pressure)
+            lost = pressure * policy.consumer_conflict_target
+            decision.reason = f"consumers lose {lost:.0%} of state commits; grow to spread them"
         desired = min(desired, max(n_open + 1, math.floor(max(n_open, 1) * growth)))
     desired = max(obs.min_shards, min(obs.max_shards, desired))
     decision.desired_open = desired
@@ -148,6 +172,8 @@ def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
     low = (
         desired < n_open
         and not throttles
+        and not unreadable
+        and consumer_pressure(open_shards, policy) <= 1
         and demand <= n_open * policy.shard_wcu_ceiling * (policy.low_utilization)
     )
     if obs.ordered and n_open > obs.min_shards:

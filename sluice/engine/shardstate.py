@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sluice.adapters.dynamo import Table, batch_get_across
+from sluice.adapters.dynamo import Table, batch_get_across, batch_get_available
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.groupstate import GroupState
@@ -37,7 +37,9 @@ def state_from(item: dict[str, Any] | None) -> GroupState:
     """A group state item decoded; absent: a group that never read this shard."""
     if item is None:
         return GroupState()
-    return GroupState.decode(item[keys.STATE_BLOB], item[keys.STATE_VERSION])
+    state = GroupState.decode(item[keys.STATE_BLOB], item[keys.STATE_VERSION])
+    state.conflicts = int(item.get(keys.STATE_CONFLICTS, 0))
+    return state
 
 
 def backlog(state: GroupState, head_next: int) -> int:
@@ -69,9 +71,24 @@ class ShardStateReader:
         self.backend = backend
 
     def read(self, queue: Queue, shards: Sequence[Shard], groups: Sequence[str]) -> list[ShardRead]:
-        """HEADs and group states of `shards` by BatchGetItem (one call per 100 keys), consistent."""
+        """HEADs and group states of `shards` by BatchGetItem (one call per 100 keys), consistent; keys
+        throttled on every retry end in `Throttled`."""
+        reads, _ = self._read(queue, shards, groups, partial=False)
+        return reads
+
+    def read_available(
+        self, queue: Queue, shards: Sequence[Shard], groups: Sequence[str]
+    ) -> tuple[list[ShardRead], list[Shard]]:
+        """`read`, for a reader that can act on part of the shards (the coordinator): the shards read,
+        and those with a key still throttled after the retries (their partition is saturated)."""
+        return self._read(queue, shards, groups, partial=True)
+
+    def _read(
+        self, queue: Queue, shards: Sequence[Shard], groups: Sequence[str], *, partial: bool
+    ) -> tuple[list[ShardRead], list[Shard]]:
         per_call = max(1, MAX_BATCH_KEYS // (1 + len(groups)))
-        reads = []
+        reads: list[ShardRead] = []
+        unread: list[Shard] = []
         for start in range(0, len(shards), per_call):
             chunk = shards[start : start + per_call]
             requests: dict[Table, list[tuple[str, str]]] = {}
@@ -80,14 +97,21 @@ class ShardStateReader:
                 requests.setdefault(self.backend.table_for(shard), []).extend(
                     [(pk, keys.HEAD_SK), *((pk, keys.group_state_sk(g)) for g in groups)]
                 )
-            items = batch_get_across(requests)
+            if partial:
+                items, missed = batch_get_available(requests)
+            else:
+                items, missed = batch_get_across(requests), set()
+            missed_pks = {(table_name, pk) for table_name, pk, _ in missed}
             for shard in chunk:
                 table = self.backend.table_for(shard)
                 pk = keys.shard_pk(queue, shard.id)
+                if (table.name, pk) in missed_pks:
+                    unread.append(shard)
+                    continue
                 states = {g: state_from(items.get((table.name, pk, keys.group_state_sk(g)))) for g in groups}
                 head = keys.Head.of(items.get((table.name, pk, keys.HEAD_SK)))
                 reads.append(_floored(ShardRead(shard, table, pk, head, states)))
-        return reads
+        return reads, unread
 
     def read_shard(self, queue: Queue, shard: Shard, groups: Iterable[str]) -> ShardRead:
         """One shard's HEAD and every group's state by one Query (`G#…` sorts just before `HEAD`); groups

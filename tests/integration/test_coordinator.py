@@ -347,3 +347,96 @@ def test_after_a_purge_the_coordinator_counts_no_backlog(clocked, clock, queue_n
     assert after.push_workers_started == 0 and not [f for f, _ in invoker.calls if f == "consumer"]
     assert after.retired == [1]  # sealed and drained: nothing left that any group must read
     assert clocked.operations.metrics(queue_name)["backlog_count"] == 0
+
+
+class HeadThrottlingClient:
+    """The DynamoDB client with BatchGetItem throttled on chosen shards' partition keys, as DynamoDB does
+    it: throttled keys come back unprocessed, and a call where no key could be read fails with
+    ProvisionedThroughputExceededException."""
+
+    def __init__(self, client, hot_pks: set[str]) -> None:
+        self.client = client
+        self.hot_pks = hot_pks
+        self.throttled = 0
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def batch_get_item(self, RequestItems):
+        from botocore.exceptions import ClientError
+
+        asked, hot = {}, {}
+        for table, request in RequestItems.items():
+            for k in request["Keys"]:
+                into = hot if k["pk"]["S"] in self.hot_pks else asked
+                into.setdefault(table, {**request, "Keys": []})["Keys"].append(k)
+        self.throttled += bool(hot)
+        if not asked:
+            error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "throttled"}}
+            raise ClientError(error, "BatchGetItem")
+        return {**self.client.batch_get_item(RequestItems=asked), "UnprocessedKeys": hot}
+
+
+def test_a_throttled_head_read_scales_up_instead_of_failing_the_pass(clocked, clock, queue_name, monkeypatch):
+    from sluice.adapters import dynamo
+
+    monkeypatch.setattr(dynamo.time, "sleep", lambda _s: None)  # the unprocessed-key backoff pauses
+    clocked.queues.create(queue_name, {"max_shards": 32})
+    coord = coordinator(clocked, queue_name, heavy_growth=8.0)
+    send(clocked, queue_name, 3)
+    coord.run_once()  # reads shard 0's counters: what later rates are measured against
+    queue = clocked.queues.get(queue_name)
+    before = head(clocked, queue, 0)
+    hot = {keys.shard_pk(queue, 0)}
+    real = dynamo.Table._client.fget
+    throttling = HeadThrottlingClient(real(clocked.backend.control), hot)
+    monkeypatch.setattr(dynamo.Table, "_client", property(lambda self: throttling))
+
+    # The only shard's HEAD cannot be read: the whole BatchGetItem is throttled. The pass goes on and
+    # treats the shard as saturated: heavy growth, x8.
+    clock.advance(1_000)
+    report = coord.run_once().queues[0]
+    assert throttling.throttled and report.unreadable == [0]
+    assert report.added == list(range(1, 8)) and report.open_shards == 8
+
+    # Still hot among 7 readable shards: the others are read, the hot one forces at least one more.
+    clock.advance(1_000)
+    report = coord.run_once().queues[0]
+    assert report.unreadable == [0] and report.open_shards >= 9
+    # The counters of the last pass that read it are kept for the pass that reads it again.
+    saved = coord.saved.load(clocked.queues.get(queue_name))
+    assert saved.counts["0"][:5] == list(keys.Head.of(before).counters)
+
+    throttling.hot_pks = set()
+    clock.advance(1_000)
+    assert coord.run_once().queues[0].unreadable == []
+
+
+def test_lost_state_commit_races_reach_the_coordinators_counters(clocked, clock, queue_name, monkeypatch):
+    from sluice.engine.consume import Consumer
+
+    clocked.queues.create(queue_name)
+    send(clocked, queue_name, 2, per_request=5)
+    coord = coordinator(clocked, queue_name)
+    coord.run_once()
+    queue = clocked.queues.get(queue_name)
+    pk, sk = keys.shard_pk(queue, 0), keys.group_state_sk("default")
+    table = clocked.backend.table_for(queue.shard(0))
+    clocked.consumer.pull(queue_name, group="default", batch_size=1)  # the state item exists (version 1)
+
+    real_commit = Consumer._commit
+    rivals = iter([True])  # one rival commit lands between this pull's read and its commit
+
+    def racing(self, view, group, old_version, lost=0):
+        if next(rivals, False):
+            item = table.get(pk, sk)
+            table.put({**item, keys.STATE_VERSION: item[keys.STATE_VERSION] + 1})
+        return real_commit(self, view, group, old_version, lost)
+
+    monkeypatch.setattr(Consumer, "_commit", racing)
+    assert len(clocked.consumer.pull(queue_name, group="default", batch_size=1).messages) == 1
+    assert table.get(pk, sk)[keys.STATE_CONFLICTS] == 1  # carried by the commit that won
+    clock.advance(1_000)
+    coord.run_once()
+    saved = coord.saved.load(clocked.queues.get(queue_name))
+    assert saved.counts["0"][5:] == [3, 1]  # state commits (versions: 1 + rival + winner), lost races

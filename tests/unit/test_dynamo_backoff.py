@@ -71,3 +71,12 @@ def test_a_table_that_never_processes_ends_in_throttled(pauses):
     with pytest.raises(errors.Throttled):
         dynamo.batch_delete(FakeTable(client), [("a", "1")])
     assert client.calls == dynamo.UNPROCESSED_ROUNDS and len(pauses) == dynamo.UNPROCESSED_ROUNDS - 1
+
+
+def test_a_partial_reader_gets_what_was_read_and_the_keys_left_throttled(pauses):
+    client = FakeClient(stubborn=10**6)
+    found, unread = dynamo.batch_get_available({FakeTable(client): [("a", "1"), ("b", "2")]})
+    assert found == {} and unread == {("t", "a", "1"), ("t", "b", "2")}
+    assert client.calls == dynamo.UNPROCESSED_ROUNDS
+    found, unread = dynamo.batch_get_available({FakeTable(FakeClient(stubborn=2)): [("a", "1")]})
+    assert list(found) == [("t", "a", "1")] and unread == set()

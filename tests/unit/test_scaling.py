@@ -88,3 +88,53 @@ def test_saturated_shards_with_throttles_grow_x8():
     # every open shard at ~97% of the ceiling and a few throttles surfaced: the demand is unknown
     d = decide(obs([busy(i, 45, throttles=0.5) for i in range(2)]), POLICY)
     assert d.desired_open == 16
+
+
+def unreadable(sid):
+    return ShardObservation(sid, "open", unreadable=True)
+
+
+def test_shards_whose_head_read_was_throttled_count_as_saturated():
+    # The coordinator's HEAD read of every open shard stayed throttled: no rates, but saturated
+    # partitions, the load the counters cannot size: x8 at once.
+    d = decide(obs([unreadable(0)]), POLICY)
+    assert d.desired_open == 8 and d.demand_wcu_per_s == 1000
+    # Mixed with shards read at >= 90 % and throttled: still every open shard saturated.
+    d = decide(obs([unreadable(0), busy(1, 45, throttles=1)]), POLICY)
+    assert d.desired_open == 16
+    # One hot shard among idle readable ones: its full ceiling is demand, and at least one more shard.
+    d = decide(obs([unreadable(0), *(busy(i, 1) for i in range(1, 4))]), POLICY)
+    assert d.desired_open == 5
+    # An unreadable shard never lets the queue shrink.
+    d = decide(obs([unreadable(0), *(busy(i, 0) for i in range(1, 8))], low_since=0), POLICY)
+    assert d.seal == [] and d.low_since_ms is None
+
+
+def pulled(sid, commits, races, requests=1):
+    return ShardObservation(
+        sid,
+        "open",
+        requests,
+        requests * 100,
+        requests * 20_000,
+        state_commits_per_s=commits,
+        state_conflicts_per_s=races,
+    )
+
+
+def test_consumer_commit_races_add_shards_in_proportion():
+    # 20 % of pull/ack commits lose the version race on a light write load: x4 the target share,
+    # so x4 the open shards (the growth cap).
+    d = decide(obs([pulled(i, 80, 20) for i in range(4)]), POLICY)
+    assert d.desired_open == 16 and "state commits" in d.reason
+    # 8 %: x1.6 -> 4 shards become 7.
+    d = decide(obs([pulled(i, 92, 8) for i in range(4)]), POLICY)
+    assert d.desired_open == 7
+    # Under the target, or too few commits to judge: the write load alone decides.
+    assert decide(obs([pulled(i, 97, 3) for i in range(4)]), POLICY).add == 0
+    assert decide(obs([pulled(0, 0.2, 0.5)]), POLICY).add == 0
+    # Consumer pressure keeps idle-looking shards from being sealed.
+    d = decide(obs([pulled(i, 2, 1, requests=0) for i in range(8)], low_since=0), POLICY)
+    assert d.seal == []
+    quiet = decide(obs([pulled(i, 2, 0, requests=0) for i in range(8)], low_since=0), POLICY)
+    assert quiet.seal == list(range(1, 8))

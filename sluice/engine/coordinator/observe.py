@@ -4,7 +4,9 @@ applied (`sluice.engine.shardstate`), so purged messages count nowhere."""
 
 from __future__ import annotations
 
-from sluice.adapters.dynamo import Table, batch_get_across
+from collections.abc import Mapping
+
+from sluice.adapters.dynamo import Table, batch_get_available
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.scaling import ShardObservation
@@ -14,11 +16,20 @@ from sluice.models import Queue, Shard
 OLDEST_AGE_PAIRS = 100  # shard x group pairs read for the oldest message: one BatchGetItem
 
 
+def counters(read: ShardRead) -> list[int]:
+    """A shard's running totals: the HEAD's write counters, then its groups' state commits (the state
+    versions) and lost commit races (`sluice.engine.consume` carries them on the commit that wins)."""
+    states = read.states.values()
+    return [*read.head.counters, sum(s.version for s in states), sum(s.conflicts for s in states)]
+
+
 def shard_observation(
     read: ShardRead, before: list[int], dt: float, drained: bool, flushed: bool
 ) -> ShardObservation:
-    """One shard's rates: its HEAD counters' growth since the previous pass (`before`), over `dt` s."""
-    current = read.head.counters
+    """One shard's rates: its counters' growth since the previous pass (`before`), over `dt` s. Totals
+    a previous pass did not save (an older layout) count no growth."""
+    current = counters(read)
+    before = [*before, *current[len(before) :]][: len(current)]
     rates = [max(0, a - b) / dt if dt > 0 else 0.0 for a, b in zip(current, before, strict=True)]
     return ShardObservation(
         id=read.shard.id,
@@ -28,10 +39,28 @@ def shard_observation(
         bytes_per_s=rates[2],
         throttles_per_s=rates[3],
         conflicts_per_s=rates[4],
+        state_commits_per_s=rates[5],
+        state_conflicts_per_s=rates[6],
         head_sealed=read.head.sealed,
         drained=drained,
         flushed=flushed,
     )
+
+
+def unreadable_observation(shard: Shard) -> ShardObservation:
+    """A shard whose HEAD read was throttled on every retry: no rates, a saturated partition (the policy
+    counts it as a full ceiling with throttles, `sluice.engine.scaling`)."""
+    return ShardObservation(id=shard.id, state=shard.state, unreadable=True)
+
+
+def counts_to_keep(
+    before: Mapping[str, list[int]], reads: list[ShardRead], unread: list[Shard]
+) -> dict[str, list[int]]:
+    """The HEAD counters the next pass measures rates against. An unread shard keeps its older counters:
+    its next rate spans two passes over one interval, an overestimate on a saturated shard (the side
+    that scales up), where no entry would count the shard's whole history as one interval's growth."""
+    kept = {str(s.id): before[str(s.id)] for s in unread if str(s.id) in before}
+    return kept | {str(r.shard.id): counters(r) for r in reads}
 
 
 def backlog(queue: Queue, reads: list[ShardRead]) -> dict[str, int]:
@@ -41,7 +70,8 @@ def backlog(queue: Queue, reads: list[ShardRead]) -> dict[str, int]:
 
 def oldest_age_s(backend: Backend, queue: Queue, reads: list[ShardRead], now: int) -> float:
     """Age of the oldest unacked message over groups: one BatchGetItem of the items holding each
-    group's ack level (at most 100 shardxgroup pairs, the largest backlogs first)."""
+    group's ack level (at most 100 shardxgroup pairs, the largest backlogs first). Items still throttled
+    after the retries are left out of this pass's figure."""
     candidates = []
     for read in reads:
         for group, st in read.states.items():
@@ -61,7 +91,7 @@ def oldest_age_s(backend: Backend, queue: Queue, reads: list[ShardRead], now: in
             requests.setdefault(backend.table_for(shard), []).append((pk, sk))
     if not requests:
         return 0.0
-    found = batch_get_across(requests, consistent=False)
+    found, _ = batch_get_available(requests, consistent=False)  # a throttled item: skipped, not fatal
     stamps = [it[keys.ITEM_TS] for it in found.values() if it.get(keys.ITEM_TS)]
     return max(0.0, (now - min(stamps)) / 1000) if stamps else 0.0
 

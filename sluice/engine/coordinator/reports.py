@@ -16,6 +16,7 @@ class QueueReport:
     oldest_message_age_s: float = 0.0
     writes_per_s: float = 0.0  # messages/s over the last period
     throttles_per_s: float = 0.0
+    unreadable: list[int] = field(default_factory=list)  # shards whose HEAD read stayed throttled
     added: list[int] = field(default_factory=list)
     sealed: list[int] = field(default_factory=list)
     retired: list[int] = field(default_factory=list)

@@ -126,7 +126,8 @@ class Coordinator:
     def run_queue(self, name: str, token: int) -> QueueReport:
         queue = self.queues.get(name)
         now = self.backend.clock()
-        reads = self.shard_states.read(queue, queue.readable_shards, sorted(queue.groups))
+        # A HEAD read throttled on every retry must not fail the pass: it is the signal to scale up.
+        reads, unread = self.shard_states.read_available(queue, queue.readable_shards, sorted(queue.groups))
         saved = self.saved.load(queue)
         mirror_checked_at = saved.mirror_checked_at
         if now - mirror_checked_at >= MIRROR_CHECK_EVERY_MS:
@@ -140,8 +141,9 @@ class Coordinator:
             flushed = True
             if read.shard.state == "sealed" and drained and queue.settings.bottomless:
                 flushed = observe.shard_is_flushed(self.backend.control, queue, read.shard, read.head.next)
-            before = saved.counts.get(str(read.shard.id), [0] * len(read.head.counters))
+            before = saved.counts.get(str(read.shard.id), [0] * len(observe.counters(read)))
             shard_obs.append(observe.shard_observation(read, before, dt, drained, flushed))
+        shard_obs += [observe.unreadable_observation(shard) for shard in unread]
         obs = QueueObservation(
             name=queue.name,
             min_shards=queue.settings.min_shards,
@@ -155,19 +157,20 @@ class Coordinator:
         report = QueueReport(queue=queue.name, reason=decision.reason)
         report.writes_per_s = sum(s.messages_per_s for s in shard_obs)
         report.throttles_per_s = sum(s.throttles_per_s for s in shard_obs)
+        report.unreadable = [s.id for s in unread]
         report.backlog = observe.backlog(queue, reads)
         report.oldest_message_age_s = observe.oldest_age_s(self.backend, queue, reads, now)
 
         if decision.changes_map:
             queue = self._apply(queue, decision, token, report)
-        self._seal_heads(queue, reads)
+        self._seal_heads(queue, reads, unread)
         cadence = dict(saved.cadence)
         work = self.dispatch.plan_shard_work(queue, reads, cadence, now)  # marks its cadence
         self.saved.save(
             queue,
             SavedState(
                 at=now,
-                counts={str(r.shard.id): list(r.head.counters) for r in reads},
+                counts=observe.counts_to_keep(saved.counts, reads, unread),
                 low_since_ms=decision.low_since_ms,
                 mirror_checked_at=mirror_checked_at,
                 cadence=cadence,
@@ -219,13 +222,15 @@ class Coordinator:
         report.retired = [sid for sid, st in after.items() if st == "retired" and before.get(sid) == "sealed"]
         return updated
 
-    def _seal_heads(self, queue: Queue, reads: list[ShardRead]) -> None:
+    def _seal_heads(self, queue: Queue, reads: list[ShardRead], unread: list[Shard]) -> None:
         """Every shard the map says is sealed gets `sealed` on its HEAD (idempotent: also repairs a pass
-        that died between the map write and this step)."""
+        that died between the map write and this step). A sealed shard whose HEAD could not be read is
+        left to the next pass's repair."""
         head_sealed = {r.shard.id for r in reads if r.head.sealed}
+        unread_sealed = {s.id for s in unread if s.state == "sealed"}  # sealed before this pass
         now = self.backend.clock()
         for shard in queue.shards:
-            if shard.state != "sealed" or shard.id in head_sealed:
+            if shard.state != "sealed" or shard.id in head_sealed or shard.id in unread_sealed:
                 continue
             self.backend.table_for(shard).update(
                 keys.shard_pk(queue, shard.id),
