@@ -1,11 +1,11 @@
 """Least-privilege grants, one function at a time. Each grant names only Sluice's own resources.
 
-| function    | DynamoDB            | SSM (shard-map path) | S3 segment bucket          | Lambda invoke   |
-|-------------|---------------------|----------------------|----------------------------|-----------------|
-| broker      | control + shards RW | get, put, delete     | put/get `overflow/*`       | -               |
-| consumer    | control + shards RW | get                  | read + list, put overflow/ | push targets    |
-| shard       | control + shards RW | -                    | read/write/delete + list   | -               |
-| coordinator | control + shards RW | get, put             | -                          | consumer, shard |
+| function    | DynamoDB            | SSM (shard map)  | S3 segment bucket          | Lambda invoke        |
+|-------------|---------------------|------------------|----------------------------|----------------------|
+| broker      | control + shards RW | get, put, delete | put/get `overflow/*`       | -                    |
+| consumer    | control + shards RW | get              | read + list, put overflow/ | push targets         |
+| shard       | control + shards RW | -                | read/write/delete + list   | -                    |
+| coordinator | control + shards RW | get, put         | -                          | consumer:live, shard |
 
 The consumer writes `overflow/*` when it moves a message over the DynamoDB item limit to a dead letter
 queue, and invokes the functions of push consumers of type `lambda`: only those context
@@ -13,7 +13,9 @@ queue, and invokes the functions of push consumers of type `lambda`: only those 
 the handlers really make by the IAM call audit of the test suite (`sluice/local/iamcheck.py`).
 
 Metrics go out as CloudWatch EMF log lines (Powertools), so no function needs cloudwatch:PutMetricData.
-The shard function has no trigger: the coordinator invokes it (and the consumer, for push delivery).
+The shard function has no trigger: the coordinator invokes it, and the consumer's SnapStart alias (its
+ARN only: an unqualified grant would not cover it, and the coordinator never starts `$LATEST`) for push
+delivery.
 """
 
 from __future__ import annotations
@@ -60,7 +62,11 @@ def push_target_arns(stack: Stack, targets: list[str]) -> list[str]:
 
 
 def grant_function_access(
-    functions: dict[str, lambda_.Function], storage: Storage, *, push_lambda_targets: list[str]
+    functions: dict[str, lambda_.Function],
+    storage: Storage,
+    *,
+    push_lambda_targets: list[str],
+    consumer_alias: lambda_.IFunction,
 ) -> None:
     stack = Stack.of(storage)
     ssm_arns = shard_map_parameter_arns(stack, storage.shard_map_prefix)
@@ -114,7 +120,7 @@ def grant_function_access(
     coordinator.add_to_role_policy(
         iam.PolicyStatement(
             actions=["lambda:InvokeFunction"],
-            resources=[functions[c.FN_CONSUMER].function_arn, functions[c.FN_SHARD].function_arn],
+            resources=[consumer_alias.function_arn, functions[c.FN_SHARD].function_arn],
         )
     )
 

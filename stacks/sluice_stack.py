@@ -73,12 +73,21 @@ class SluiceStack(Stack):
             retain_logs=config.retain_data,
         )
         self.functions = factory.create_all()
-        # The coordinator starts push workers and shard work by name.
+        # The coordinator starts push workers and shard work by name: push workers through the
+        # consumer's SnapStart alias (`<name>:live`, so they resume from the snapshot as the API's
+        # requests do), shard work on the shard function, which has no alias.
         coordinator = self.functions[c.FN_COORDINATOR]
-        coordinator.add_environment(c.ENV_CONSUMER_FUNCTION, self.functions[c.FN_CONSUMER].function_name)
+        consumer_alias = factory.aliases[c.FN_CONSUMER]
+        coordinator.add_environment(
+            c.ENV_CONSUMER_FUNCTION,
+            f"{self.functions[c.FN_CONSUMER].function_name}:{consumer_alias.alias_name}",
+        )
         coordinator.add_environment(c.ENV_SHARD_FUNCTION, self.functions[c.FN_SHARD].function_name)
         grant_function_access(
-            self.functions, self.storage, push_lambda_targets=config.push_lambda_target_list
+            self.functions,
+            self.storage,
+            push_lambda_targets=config.push_lambda_target_list,
+            consumer_alias=consumer_alias,
         )
         self.lease_key.grant_read([self.functions[c.FN_BROKER], self.functions[c.FN_CONSUMER]])
 

@@ -124,6 +124,11 @@ class TemplateRoles:
             return pseudo[name]
         if name in self.parameters:
             return str(self.parameters[name].get("Default", UNRESOLVED))
+        if self.resources.get(name, {}).get("Type") == "AWS::Lambda::Alias":
+            # An alias's Ref is its ARN: the function's ARN qualified with the alias name.
+            props = self.resources[name]["Properties"]
+            function = self.resolve(props["FunctionName"])
+            return f"arn:{PARTITION}:lambda:{self.region}:{LOCAL_ACCOUNT}:function:{function}:{props['Name']}"
         if self.resources.get(name, {}).get("Type") == "AWS::SecretsManager::Secret":
             # A secret's Ref is its ARN: the name plus the six random characters Secrets Manager adds.
             secret = f"secret:{self._name(name)}-??????"
@@ -215,16 +220,17 @@ def allowed(statements: Iterable[dict[str, Any]], action: str, resource: str) ->
 
 
 def canonical_resource(call: Call, roles: TemplateRoles) -> str:
-    """The local runtime invokes functions by short name (`shard`, `sluice-local-shard`); in AWS the
-    same call names the stack's function, so the ARN is checked with the stack's name for it."""
+    """The local runtime invokes functions by short name (`shard`, `sluice-local-shard`, qualified
+    `consumer:live`); in AWS the same call names the stack's function, so the ARN is checked with the
+    stack's name for it (and the same qualifier)."""
     if call.action.lower() != "lambda:invokefunction":
         return call.resource
     head, _, name = call.resource.rpartition("function:")
-    short = name.removeprefix("sluice-local-")
+    short, colon, qualifier = name.removeprefix("sluice-local-").partition(":")
     if short in c.FUNCTION_HANDLERS:
         real = roles.function_name(short)
         if real:
-            return f"{head}function:{real}"
+            return f"{head}function:{real}{colon}{qualifier}"
     return call.resource
 
 

@@ -104,9 +104,11 @@ class LocalRuntime:
             for name, props in functions_from_template(template).items()
         }
         # What API Gateway invokes for each route, read from the template: the SnapStart alias of the
-        # broker and consumer. Their HTTP pools run as that alias (restored containers); the async
-        # pools below run $LATEST, as the coordinator's Invoke calls do on AWS.
+        # broker and consumer. Their HTTP pools run as that alias (restored containers); an async
+        # pool runs what the Invoke call names: the coordinator's push workers `consumer:live` (as
+        # the stack names it), shard work and the schedule's runs $LATEST.
         self.api_targets: dict[str, ApiTarget] = api_targets_from_template(template)
+        self.aliases = {target.function: target.alias for target in self.api_targets.values()}
         self.settings: Settings = provision(f"http://{host}:{port}", self.stage, template=template)
         engine = Sluice.from_settings(self.settings)
         if self.admin_token:
@@ -126,15 +128,15 @@ class LocalRuntime:
             # The coordinator starts functions through the Lambda Invoke API this runtime serves.
             c.ENV_LAMBDA_ENDPOINT_URL: self.url,
             c.ENV_SHARD_FUNCTION: c.FN_SHARD,
-            c.ENV_CONSUMER_FUNCTION: c.FN_CONSUMER,
+            # Push workers through the consumer's alias, as the stack names it (`consumer:live`).
+            c.ENV_CONSUMER_FUNCTION: ":".join(filter(None, (c.FN_CONSUMER, self.aliases.get(c.FN_CONSUMER)))),
             c.ENV_ALLOW_LOCAL_WEBHOOKS: "1",
             **schedule_environment(template, self.time_scale),
             **self.extra_env,
         }
         self._env = env
-        aliases = {target.function: target.alias for target in self.api_targets.values()}
-        self.pools = {fn: self._new_pool(fn, n, aliases.get(fn)) for fn, n in self.concurrency.items()}
-        self._async_pools: dict[str, FunctionPool] = {}
+        self.pools = {fn: self._new_pool(fn, n, self.aliases.get(fn)) for fn, n in self.concurrency.items()}
+        self._async_pools: dict[tuple[str, str | None], FunctionPool] = {}
         self._async_lock = threading.Lock()
         for pool in self.pools.values():
             pool.warm()
@@ -182,20 +184,21 @@ class LocalRuntime:
                 if not self._stopping.is_set():
                     log.exception("TTL sweep failed")
 
-    def invoke_async(self, function: str, event: dict[str, Any]) -> bool:
-        """Lambda's InvocationType=Event: queue the event on the function's async pool."""
+    def invoke_async(self, function: str, event: dict[str, Any], alias: str | None = None) -> bool:
+        """Lambda's InvocationType=Event: queue the event on the async pool of the function ($LATEST)
+        or of its alias (containers restored from the snapshot, as Lambda runs an alias's version)."""
         if function not in c.FUNCTION_HANDLERS or not _handler_exists(function):
             log.info("no local handler for %s; event dropped", function)
             return False
-        self._async_pool(function).submit(event)
+        self._async_pool(function, alias).submit(event)
         return True
 
-    def _async_pool(self, function: str) -> FunctionPool:
+    def _async_pool(self, function: str, alias: str | None = None) -> FunctionPool:
         with self._async_lock:
-            pool = self._async_pools.get(function)
+            pool = self._async_pools.get((function, alias))
             if pool is None:
                 size = self.async_concurrency.get(function, 1)
-                pool = self._async_pools[function] = self._new_pool(function, size)
+                pool = self._async_pools[(function, alias)] = self._new_pool(function, size, alias)
             return pool
 
     def _new_pool(self, function: str, concurrency: int, alias: str | None = None) -> FunctionPool:
@@ -264,12 +267,14 @@ class LocalRuntime:
     def _invoke_api(
         self, name: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, dict[str, str], bytes]:
-        """The Lambda Invoke API for this runtime's functions (`sluice-local-<fn>`, `<fn>` or an ARN)."""
-        function = name.rsplit(":", 1)[-1].removeprefix("sluice-local-")
+        """The Lambda Invoke API for this runtime's functions (`sluice-local-<fn>`, `<fn>` or an ARN,
+        each optionally qualified: `<fn>:live` runs the alias the template defines, `:$LATEST` as none)."""
+        function, alias = _function_and_qualifier(name)
+        alias = None if alias == _LATEST else alias
         kind = {k.lower(): v for k, v in headers.items()}.get("x-amz-invocation-type", "RequestResponse")
         event = json.loads(body or b"{}")
         json_type = {"Content-Type": "application/json"}
-        if function not in c.FUNCTION_HANDLERS:
+        if function not in c.FUNCTION_HANDLERS or (alias is not None and self.aliases.get(function) != alias):
             message = {"Type": "User", "message": f"Function not found: {name}"}
             return (
                 404,
@@ -277,15 +282,25 @@ class LocalRuntime:
                 json.dumps(message).encode(),
             )
         if kind == "Event":
-            self.invoke_async(function, event)
+            self.invoke_async(function, event, alias)
             return 202, json_type, b""
-        pool = self.pools.get(function) or self._async_pool(function)
+        pool = self.pools.get(function) or self._async_pool(function, alias)
         try:
             result = pool.invoke(event)
         except InvocationFailed as exc:  # Lambda answers 200 and marks the function error
             error = {"errorMessage": str(exc), "errorType": type(exc).__name__}
             return 200, {**json_type, "X-Amz-Function-Error": "Unhandled"}, json.dumps(error).encode()
         return 200, json_type, json.dumps(result).encode()
+
+
+_LATEST = "$LATEST"
+
+
+def _function_and_qualifier(name: str) -> tuple[str, str | None]:
+    """(`broker`, `live`) from `broker`, `sluice-local-broker:live`, `arn:...:function:broker[:live]`."""
+    resource = name.rpartition("function:")[2] if "function:" in name else name
+    function, _, qualifier = resource.partition(":")
+    return function.removeprefix("sluice-local-"), qualifier or None
 
 
 def _set_environment(env: dict[str, str]) -> None:

@@ -7,8 +7,9 @@ one bad container never takes the function down.
 
 A function with SnapStart, invoked through its alias (the API's routes), starts as Lambda resumes it
 from a snapshot: init (the handler's import), then the before-snapshot and after-restore hooks
-(`lambdas.common.snapstart`), then the first event. Invoked unqualified ($LATEST: the coordinator's
-asynchronous invocations) it starts plainly, as on Lambda, where $LATEST never uses the snapshot.
+(`lambdas.common.snapstart`), then the first event; so do the coordinator's push invocations of
+`consumer:live`. Invoked unqualified ($LATEST) it starts plainly, as on Lambda, where $LATEST never
+uses the snapshot.
 """
 
 from __future__ import annotations

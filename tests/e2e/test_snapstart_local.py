@@ -4,6 +4,7 @@ before-snapshot and after-restore hooks ran before their first event); $LATEST c
 
 from __future__ import annotations
 
+import botocore.session
 import pytest
 
 from sluice import constants as c
@@ -58,3 +59,26 @@ def test_async_latest_containers_start_without_the_snapshot(runtime: LocalRuntim
     assert pool.config.alias is None and not pool.config.restores_from_snapshot
     pool.warm()
     assert pool.restore_hooks() == [None]
+
+
+def test_push_invocations_start_the_consumer_alias_from_the_snapshot(runtime: LocalRuntime) -> None:
+    """The coordinator names the consumer as the stack does (`consumer:live`): the local Invoke API
+    runs that on containers restored from the snapshot, and refuses an alias the template lacks."""
+    qualified = runtime._env[c.ENV_CONSUMER_FUNCTION]
+    assert qualified == f"{c.FN_CONSUMER}:{c.API_ALIAS}"
+    lambda_api = botocore.session.get_session().create_client(
+        "lambda",
+        region_name="us-east-1",
+        endpoint_url=runtime.url,
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    answer = lambda_api.invoke(FunctionName=qualified, InvocationType="Event", Payload=b"{}")
+    assert answer["StatusCode"] == 202
+    pool = runtime._async_pool(c.FN_CONSUMER, c.API_ALIAS)
+    assert pool.config.alias == c.API_ALIAS and pool.config.restores_from_snapshot
+    pool.warm()
+    (hooks,) = pool.restore_hooks()
+    assert hooks is not None and set(hooks) >= HOOKS
+    with pytest.raises(lambda_api.exceptions.ResourceNotFoundException):
+        lambda_api.invoke(FunctionName=f"{c.FN_CONSUMER}:old", InvocationType="Event", Payload=b"{}")

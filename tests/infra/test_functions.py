@@ -79,7 +79,9 @@ def test_environment_points_at_the_stacks_resources(resources: dict[str, Any], s
 def test_coordinator_knows_consumer_and_shard_function_names(resources: dict[str, Any]) -> None:
     ids = function_ids(resources)
     env = resources[ids[c.FN_COORDINATOR]]["Properties"]["Environment"]["Variables"]
-    assert env[c.ENV_CONSUMER_FUNCTION] == {"Ref": ids[c.FN_CONSUMER]}
+    # Push workers start on the consumer's SnapStart alias (`<name>:live`), not on $LATEST.
+    assert literal(env[c.ENV_CONSUMER_FUNCTION]) == f"<ref>:{c.API_ALIAS}"
+    assert refs(env[c.ENV_CONSUMER_FUNCTION]) == {ids[c.FN_CONSUMER]}
     assert env[c.ENV_SHARD_FUNCTION] == {"Ref": ids[c.FN_SHARD]}
 
 

@@ -50,7 +50,7 @@ def test_every_resource_named_belongs_to_the_function(
         own_logs = resources[fn_ids[name]]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
         allowed = {own_logs, c.LOGICAL_SEGMENT_BUCKET, *tables}
         if name == c.FN_COORDINATOR:
-            allowed |= {fn_ids[c.FN_CONSUMER], fn_ids[c.FN_SHARD]}
+            allowed |= {consumer_alias_id(resources), fn_ids[c.FN_SHARD]}
         if name in SIGNERS:
             allowed.add(c.LOGICAL_LEASE_KEY_SECRET)
         for s in statements:
@@ -118,10 +118,22 @@ def test_invoke_grants_coordinator_own_functions_consumer_push_targets_only(
     ]
     invoke = granted(grants[c.FN_COORDINATOR], "lambda:")
     assert set(invoke) == {"lambda:InvokeFunction"}
-    assert {r["Fn::GetAtt"][0] for r in invoke["lambda:InvokeFunction"]} == {
-        fn_ids[c.FN_CONSUMER],
-        fn_ids[c.FN_SHARD],
-    }
+    # The consumer only through its SnapStart alias (an alias's Ref is its ARN); shard unqualified.
+    granted_arns = invoke["lambda:InvokeFunction"]
+    assert len(granted_arns) == 2
+    assert {"Ref": consumer_alias_id(resources)} in granted_arns
+    assert {"Fn::GetAtt": [fn_ids[c.FN_SHARD], "Arn"]} in granted_arns
+
+
+def consumer_alias_id(resources: dict[str, Any]) -> str:
+    fn_ids = function_ids(resources)
+    [alias] = [
+        lid
+        for lid, r in of_type(resources, "AWS::Lambda::Alias").items()
+        if r["Properties"]["FunctionName"] == {"Ref": fn_ids[c.FN_CONSUMER]}
+    ]
+    assert resources[alias]["Properties"]["Name"] == c.API_ALIAS
+    return alias
 
 
 def test_no_function_touches_glue_iam_or_other_secrets(grants: dict[str, Any]) -> None:

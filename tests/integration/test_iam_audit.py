@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sluice import constants as c
-from sluice.local import iamcheck
+from sluice.local import callaudit, iamcheck
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +116,17 @@ def test_a_secret_read_is_checked_against_the_secret_the_role_names() -> None:
     )
     assert other == f"{prefix}other"
     assert not iamcheck.allowed([grant], action, other)
+
+
+def test_the_coordinator_may_start_the_consumer_alias_and_shard_only(template) -> None:
+    """Push workers start on the consumer's SnapStart alias (the grant is on the alias ARN, which an
+    unqualified grant would not cover); the consumer's $LATEST and other aliases are denied."""
+
+    def invoke(name: str) -> iamcheck.Call:
+        [(action, arn)] = callaudit.iam_requests("lambda", "Invoke", {"FunctionName": name}, "us-east-1")
+        return iamcheck.Call(c.FN_COORDINATOR, "test", action, arn)
+
+    allowed = [invoke(f"{c.FN_CONSUMER}:{c.API_ALIAS}"), invoke(c.FN_SHARD), invoke("sluice-local-shard")]
+    assert iamcheck.check(allowed, lambda stage: template) == []
+    denied = [invoke(c.FN_CONSUMER), invoke(f"{c.FN_CONSUMER}:old"), invoke(f"{c.FN_BROKER}:{c.API_ALIAS}")]
+    assert [d.call for d in iamcheck.check(denied, lambda stage: template)] == denied

@@ -18,5 +18,9 @@ def test_the_section_is_replaced_in_place_or_appended() -> None:
     doc = "# Perf\n\n## Costs\n\nA\n\n## Cold start\n\nold\n\n## Budgets\n\nB\n"
     replaced = coldstart.replace_section(doc, ["## Cold start", "", "new", ""])
     assert replaced == "# Perf\n\n## Costs\n\nA\n\n## Cold start\n\nnew\n\n## Budgets\n\nB\n"
+    twin = "## Cold start\n\nold\n\n<!-- twin:start -->\n## Twin\n<!-- twin:end -->\n"
+    assert coldstart.replace_section(twin, ["## Cold start", "", "new", ""]).endswith(
+        "new\n\n<!-- twin:start -->\n## Twin\n<!-- twin:end -->\n"
+    )
     appended = coldstart.replace_section("# Perf\n", ["## Cold start", "", "new"])
     assert appended == "# Perf\n\n## Cold start\n\nnew\n"

@@ -7,6 +7,9 @@ import ast
 import io
 import json
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -90,3 +93,83 @@ def test_every_module_names_its_logger_after_itself():
             if name in ("Logger", "Tracer", "Metrics") and path.name != "observability.py":
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}()")
     assert not offenders
+
+
+# A fresh interpreter as Lambda starts one (LAMBDA_TASK_ROOT, a sampled trace header): it imports a
+# handler, then runs a traced entry point with an X-Ray emitter that keeps what it would send.
+_LAMBDA_PROBE = """
+import json, sys
+import botocore.session
+from botocore.config import Config
+import {handler}
+from lambdas.common import observability
+
+sent = []
+
+class Keep:
+    def send_entity(self, entity):
+        sent.append(json.loads(entity.serialize()))
+    def set_daemon_address(self, address):
+        pass
+
+tracer = observability.tracer
+print(json.dumps({{
+    "tracer": tracer is not None and not tracer.disabled,
+    "xray": "aws_xray_sdk.core" in sys.modules,
+}}))
+if tracer is not None:
+    tracer.provider.configure(emitter=Keep())
+    from sluice.local.workers import LocalContext
+    def probe(event, context):
+        sts = botocore.session.get_session().create_client(
+            "sts", region_name="us-east-1", endpoint_url="http://127.0.0.1:9",
+            aws_access_key_id="x", aws_secret_access_key="x",
+            config=Config(retries={{"total_max_attempts": 1}}, connect_timeout=1),
+        )
+        try:
+            sts.get_caller_identity()
+        except Exception:
+            pass
+        return "done"
+    observability.event_function(probe)({{"kind": "probe"}}, LocalContext("shard", 300))
+    print(json.dumps([{{k: e.get(k) for k in ("name", "id", "parent_id")}} for e in sent]))
+"""
+
+
+def _probe(env: dict[str, str], handler: str = "lambdas.shard.handler") -> list[Any]:
+    environ = {
+        k: v for k, v in os.environ.items() if k not in ("LAMBDA_TASK_ROOT", "POWERTOOLS_TRACE_DISABLED")
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", _LAMBDA_PROBE.format(handler=handler)],
+        cwd=ROOT,
+        env={**environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def test_in_lambda_every_entry_point_is_traced_and_aws_calls_are_patched(tmp_path):
+    """The stack turns on active tracing; in Lambda the Tracer exists, botocore is patched (each AWS
+    call a subsegment) and an entry point sends its `## <handler>` subsegment."""
+    lambda_env = {
+        "LAMBDA_TASK_ROOT": str(tmp_path),
+        "_X_AMZN_TRACE_ID": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1",
+    }
+    state, sent = _probe(lambda_env)
+    assert state == {"tracer": True, "xray": True}
+    call, handler = sent  # streamed one by one as each closes
+    assert (call["name"], handler["name"]) == ("sts", "## probe")
+    assert call["parent_id"] == handler["id"]
+
+
+@pytest.mark.parametrize("handler", ["lambdas.broker.handler", "lambdas.shard.handler"])
+def test_outside_lambda_no_tracer_is_made_and_the_xray_sdk_is_not_imported(handler):
+    """`sluice local`, tests, the import bench: Powertools would not trace there, and a Tracer made
+    anyway imports aws_xray_sdk (cold-start cost for nothing)."""
+    [state] = _probe({}, handler)
+    assert state == {"tracer": False, "xray": False}
+    [state] = _probe({"LAMBDA_TASK_ROOT": "/var/task", "POWERTOOLS_TRACE_DISABLED": "true"}, handler)
+    assert state == {"tracer": False, "xray": False}
