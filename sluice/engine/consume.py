@@ -390,7 +390,7 @@ class Consumer:
     def _ack_rest(self, queue: Queue, carried: _CarriedAcks) -> None:
         """Acks the pull could not fold into its own writes (another group's leases, a shard it did
         not lease from): applied as `ack` applies them, one write per shard."""
-        queue = self._confirm_groups(queue, {group for group, _ in carried.ops})
+        queue = self._confirm_leased(queue, carried.ops)
         for (group, shard_id), leases in carried.ops.items():
             done, _, warnings = self._apply(queue, group, shard_id, [(Op.ACK, x, None) for x in leases])
             carried.acked[group] += done
@@ -432,7 +432,7 @@ class Consumer:
         for op, lease_id, value in requested:
             if lease := self._verify(queue, lease_id, warnings):
                 ops.setdefault((lease.group, lease.shard), []).append((op, lease, value))
-        queue = self._confirm_groups(queue, {group for group, _ in ops})
+        queue = self._confirm_leased(queue, ops)
         done = retried = 0
         for (group, shard_id), shard_ops in ops.items():
             d, r, w = self._apply(queue, group, shard_id, shard_ops, max_retries)
@@ -515,9 +515,12 @@ class Consumer:
 
     # --- helpers ----------------------------------------------------------------------------------------
 
-    def _confirm_groups(self, queue: Queue, groups: set[str]) -> Queue:
-        """The cached document may not know a group created seconds ago: confirm with the control item."""
-        if groups <= set(queue.groups):
+    def _confirm_leased(self, queue: Queue, leased: Iterable[tuple[str, int]]) -> Queue:
+        """The cached document may not know a group created, or a shard added, seconds ago (another
+        container leased from its fresher copy): confirm with the control item before an ack, retry
+        or extend is declared gone, or the message would come back after its lease."""
+        known = {s.id for s in queue.shards}
+        if all(group in queue.groups and shard_id in known for group, shard_id in leased):
             return queue
         return self.directory.registry.get(queue.name)
 

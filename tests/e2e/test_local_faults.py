@@ -21,7 +21,7 @@ from sluice import errors
 from sluice.client import SluiceApiError, SluiceClient
 from sluice.local import gateway
 from sluice.local.runtime import LocalRuntime
-from sluice.local.template import functions_from_template, load_template
+from sluice.local.template import api_targets_from_template, functions_from_template, load_template
 from sluice.local.workers import (
     FunctionConfig,
     FunctionPool,
@@ -237,6 +237,7 @@ class _FakePool:
 )
 def test_failed_invocations_answer_as_api_gateway(outcome, status, body):
     rt = LocalRuntime()
+    rt.api_targets = api_targets_from_template(load_template())  # what `start` reads: the deployed routes
     rt.pools = {c.FN_BROKER: _FakePool(outcome)}
     got_status, headers, data = rt.dispatch("GET", "/v1/queues", "", [], b"", "127.0.0.1")
     assert (got_status, json.loads(data)) == (status, body)

@@ -61,6 +61,23 @@ def test_a_late_ack_is_accepted_while_the_message_is_unacked(clocked, clock, que
     assert second.ack_count == 0 and "already acked" in second.warnings[0]
 
 
+def test_an_ack_from_a_container_whose_cached_document_lacks_the_shard_still_applies(
+    engine, queue_name, monkeypatch
+):
+    """A puller's container knew a shard the acking container's cached document does not have yet (a
+    shard added seconds ago): the ack confirms with the control item instead of calling the lease gone,
+    which would bring the message back after its lease (a duplicate, seen in the scale-out e2e test)."""
+    engine.queues.create(queue_name, min_shards=2, max_shards=2)
+    engine.publisher.publish(queue_name, msgs(4))
+    leased = engine.consumer.pull(queue_name, group="default", batch_size=4).messages
+    shard_id = int(leased[0].id[8:12], 16)
+    fresh = engine.queues.get(queue_name)
+    stale = fresh.model_copy(update={"shards": [s for s in fresh.shards if s.id != shard_id]})
+    monkeypatch.setattr(engine.consumer.directory, "get", lambda name: stale)
+    result = engine.consumer.ack(queue_name, [m.lease_id for m in leased])
+    assert (result.ack_count, result.warnings) == (4, [])
+
+
 def test_retry_with_delay_is_not_delivered_early(clocked, clock, queue_name):
     clocked.queues.create(queue_name)
     clocked.publisher.publish(queue_name, msgs(1))
