@@ -196,7 +196,6 @@ class Consumer:
         (they never change), so a retry costs one conditional write: the race window stays small."""
         fetched: list[dict[str, Any]] = []
         mark = budget.mark() if budget else None
-        lost = 0
         for attempt in range(_MAX_COMMIT_ATTEMPTS):
             if attempt:
                 _backoff(attempt)
@@ -213,10 +212,9 @@ class Consumer:
                 _record_carried(carried, group, view, acked)
                 return []
             try:
-                self._commit(view, group, old_version, lost)
+                self._commit(view, group, old_version)
             except ConditionFailed as exc:
                 view = _lost_race(view, exc)
-                lost += 1
                 if budget and mark:
                     budget.reset(mark)
                 continue
@@ -465,7 +463,6 @@ class Consumer:
             )
         max_deliveries = max(1, queue.settings.max_retries if max_retries is None else max_retries)
         view = self._read_views(queue, [shard], group)[0]
-        lost = 0
         for attempt in range(_MAX_COMMIT_ATTEMPTS):
             if attempt:
                 _backoff(attempt)
@@ -505,10 +502,9 @@ class Consumer:
             if done == retried == 0:
                 return 0, 0, warnings
             try:
-                self._commit(view, group, old_version, lost)
+                self._commit(view, group, old_version)
             except ConditionFailed as exc:
                 view = _lost_race(view, exc)
-                lost += 1
                 continue
             return done, retried, warnings
         raise errors.Throttled("too many consumers are acking this shard at once; retry shortly")
@@ -524,9 +520,7 @@ class Consumer:
             return queue
         return self.directory.registry.get(queue.name)
 
-    def _commit(self, view: _ShardView, group: str, old_version: int, lost: int = 0) -> None:
-        """The state, conditional on the version read. `lost`: races this call lost before, carried on
-        the item's running total (the coordinator adds shards for consumer pressure from it)."""
+    def _commit(self, view: _ShardView, group: str, old_version: int) -> None:
         state = view.state
         item = {
             keys.PK: view.pk,
@@ -534,14 +528,11 @@ class Consumer:
             keys.STATE_VERSION: old_version + 1,
             keys.STATE_BLOB: state.encode(),
         }
-        if state.conflicts + lost:
-            item[keys.STATE_CONFLICTS] = state.conflicts + lost
         if old_version == 0:
             view.table.put(item, condition=keys.NEW_ITEM)
         else:
             view.table.put(item, condition=f"{keys.STATE_VERSION} = :v", values={":v": old_version})
         state.version = old_version + 1
-        state.conflicts += lost
 
     def _load(self, view: _ShardView, item_starts: set[int]) -> dict[int, tuple[int, list[StoredMessage]]]:
         """The batch items starting at `item_starts`: {first seq: (timestamp, messages)}."""

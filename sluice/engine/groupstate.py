@@ -31,7 +31,6 @@ class GroupState:
     pending: dict[int, Pending] = field(default_factory=dict)
     version: int = 0  # 0: never stored
     keys: dict[int, str] = field(default_factory=dict)  # ordered queues: pending seq → key tag
-    conflicts: int = 0  # lost commit races so far (its own item attribute, not in the blob)
 
     @property
     def ack_level(self) -> int:

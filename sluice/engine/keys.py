@@ -85,7 +85,6 @@ ITEM_GAP = "gap"  # a tombstone for sequences allocated and never written (sluic
 # Group state item (`G#<group>`) attributes
 STATE_BLOB = "s"  # GroupState.encode()
 STATE_VERSION = "ver"  # for conditional commits
-STATE_CONFLICTS = "cfl"  # running total of lost commit races, carried by the commit that wins
 
 # Segment index item (`segment_index_pk`) attributes read by other modules (the rest: sluice.segments)
 SEGMENT_LAST = "last"  # the last sequence the segment holds

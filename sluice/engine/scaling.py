@@ -7,11 +7,8 @@ Load is measured in DynamoDB write units per second on each shard's partition ke
 DynamoDB limits (1,000 WCU/s per partition). From a shard's counters:
 `wcu/s = 2 x requests/s (head update + ≥ 1 WCU item put) + bytes/s / 1024 + conflicts/s` — a failed
 conditional write still costs a write unit. Throttled attempts are unmet demand: each is counted at the
-shard's average write units per request. Consumers load a shard too: every pull and ack commits its
-group's state item on the shard with a version condition, so pullers per shard set the share of lost
-commit races; above `consumer_conflict_target` the open shards grow in proportion (capped like any
-growth), spreading new messages, and so pullers, over more state items. A shard whose HEAD the
-coordinator could not read (throttled on every retry) is saturated: a full ceiling of load, throttled.
+shard's average write units per request. A shard whose HEAD the coordinator could not read (throttled
+on every retry) is saturated: it counts as a full ceiling of load with throttles seen.
 """
 
 from __future__ import annotations
@@ -40,8 +37,6 @@ class ScalingPolicy:
     saturated: float = 0.9
     heavy_growth: float = 8.0
     default_request_wcu: float = 22.0  # for throttles on a shard that accepted nothing yet (100 x 200 B)
-    consumer_conflict_target: float = 0.05  # lost state-commit races / commit attempts to aim under
-    consumer_min_attempts_per_s: float = 1.0  # below this many commit attempts/s the share is noise
 
 
 @dataclass(frozen=True)
@@ -55,8 +50,6 @@ class ShardObservation:
     bytes_per_s: float = 0.0
     throttles_per_s: float = 0.0
     conflicts_per_s: float = 0.0
-    state_commits_per_s: float = 0.0  # consumer-group state commits (pulls and acks) that won
-    state_conflicts_per_s: float = 0.0  # ... and that lost the version race
     head_sealed: bool = False  # the HEAD item refuses allocations (the next sequence is final)
     drained: bool = False  # every consumer group's ack level reached the head's next sequence
     flushed: bool = True  # bottomless queues: every sequence is in an S3 segment
@@ -106,15 +99,6 @@ def demand_wcu(shards: list[ShardObservation], policy: ScalingPolicy) -> tuple[f
     return observed, unmet
 
 
-def consumer_pressure(shards: list[ShardObservation], policy: ScalingPolicy) -> float:
-    """Lost state-commit races over `shards` as a multiple of the target share (0 below the noise floor)."""
-    races = sum(s.state_conflicts_per_s for s in shards)
-    attempts = races + sum(s.state_commits_per_s for s in shards)
-    if attempts < policy.consumer_min_attempts_per_s:
-        return 0.0
-    return races / attempts / policy.consumer_conflict_target
-
-
 def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
     """How many shards to add, which to seal, which sealed ones to retire."""
     open_shards = sorted((s for s in obs.shards if s.state == "open"), key=lambda s: s.id)
@@ -148,11 +132,6 @@ def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
         if (throttles > 0 or unreadable) and (throttles > policy.heavy_throttle * requests or saturated):
             growth = max(growth, policy.heavy_growth)
             desired = max(desired, math.ceil(max(n_open, 1) * policy.heavy_growth))
-        pressure = consumer_pressure(open_shards, policy)
-        if pressure > 1 and math.ceil(max(n_open, 1) * pressure) > desired:
-            desired = math.ceil(max(n_open, 1) * pressure)
-            lost = pressure * policy.consumer_conflict_target
-            decision.reason = f"consumers lose {lost:.0%} of state commits; grow to spread them"
         desired = min(desired, max(n_open + 1, math.floor(max(n_open, 1) * growth)))
     desired = max(obs.min_shards, min(obs.max_shards, desired))
     decision.desired_open = desired
@@ -173,7 +152,6 @@ def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
         desired < n_open
         and not throttles
         and not unreadable
-        and consumer_pressure(open_shards, policy) <= 1
         and demand <= n_open * policy.shard_wcu_ceiling * (policy.low_utilization)
     )
     if obs.ordered and n_open > obs.min_shards:

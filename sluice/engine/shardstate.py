@@ -37,9 +37,7 @@ def state_from(item: dict[str, Any] | None) -> GroupState:
     """A group state item decoded; absent: a group that never read this shard."""
     if item is None:
         return GroupState()
-    state = GroupState.decode(item[keys.STATE_BLOB], item[keys.STATE_VERSION])
-    state.conflicts = int(item.get(keys.STATE_CONFLICTS, 0))
-    return state
+    return GroupState.decode(item[keys.STATE_BLOB], item[keys.STATE_VERSION])
 
 
 def backlog(state: GroupState, head_next: int) -> int:

@@ -108,33 +108,3 @@ def test_shards_whose_head_read_was_throttled_count_as_saturated():
     # An unreadable shard never lets the queue shrink.
     d = decide(obs([unreadable(0), *(busy(i, 0) for i in range(1, 8))], low_since=0), POLICY)
     assert d.seal == [] and d.low_since_ms is None
-
-
-def pulled(sid, commits, races, requests=1):
-    return ShardObservation(
-        sid,
-        "open",
-        requests,
-        requests * 100,
-        requests * 20_000,
-        state_commits_per_s=commits,
-        state_conflicts_per_s=races,
-    )
-
-
-def test_consumer_commit_races_add_shards_in_proportion():
-    # 20 % of pull/ack commits lose the version race on a light write load: x4 the target share,
-    # so x4 the open shards (the growth cap).
-    d = decide(obs([pulled(i, 80, 20) for i in range(4)]), POLICY)
-    assert d.desired_open == 16 and "state commits" in d.reason
-    # 8 %: x1.6 -> 4 shards become 7.
-    d = decide(obs([pulled(i, 92, 8) for i in range(4)]), POLICY)
-    assert d.desired_open == 7
-    # Under the target, or too few commits to judge: the write load alone decides.
-    assert decide(obs([pulled(i, 97, 3) for i in range(4)]), POLICY).add == 0
-    assert decide(obs([pulled(0, 0.2, 0.5)]), POLICY).add == 0
-    # Consumer pressure keeps idle-looking shards from being sealed.
-    d = decide(obs([pulled(i, 2, 1, requests=0) for i in range(8)], low_since=0), POLICY)
-    assert d.seal == []
-    quiet = decide(obs([pulled(i, 2, 0, requests=0) for i in range(8)], low_since=0), POLICY)
-    assert quiet.seal == list(range(1, 8))

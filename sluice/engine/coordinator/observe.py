@@ -16,20 +16,11 @@ from sluice.models import Queue, Shard
 OLDEST_AGE_PAIRS = 100  # shard x group pairs read for the oldest message: one BatchGetItem
 
 
-def counters(read: ShardRead) -> list[int]:
-    """A shard's running totals: the HEAD's write counters, then its groups' state commits (the state
-    versions) and lost commit races (`sluice.engine.consume` carries them on the commit that wins)."""
-    states = read.states.values()
-    return [*read.head.counters, sum(s.version for s in states), sum(s.conflicts for s in states)]
-
-
 def shard_observation(
     read: ShardRead, before: list[int], dt: float, drained: bool, flushed: bool
 ) -> ShardObservation:
-    """One shard's rates: its counters' growth since the previous pass (`before`), over `dt` s. Totals
-    a previous pass did not save (an older layout) count no growth."""
-    current = counters(read)
-    before = [*before, *current[len(before) :]][: len(current)]
+    """One shard's rates: its HEAD counters' growth since the previous pass (`before`), over `dt` s."""
+    current = read.head.counters
     rates = [max(0, a - b) / dt if dt > 0 else 0.0 for a, b in zip(current, before, strict=True)]
     return ShardObservation(
         id=read.shard.id,
@@ -39,8 +30,6 @@ def shard_observation(
         bytes_per_s=rates[2],
         throttles_per_s=rates[3],
         conflicts_per_s=rates[4],
-        state_commits_per_s=rates[5],
-        state_conflicts_per_s=rates[6],
         head_sealed=read.head.sealed,
         drained=drained,
         flushed=flushed,
@@ -60,7 +49,7 @@ def counts_to_keep(
     its next rate spans two passes over one interval, an overestimate on a saturated shard (the side
     that scales up), where no entry would count the shard's whole history as one interval's growth."""
     kept = {str(s.id): before[str(s.id)] for s in unread if str(s.id) in before}
-    return kept | {str(r.shard.id): counters(r) for r in reads}
+    return kept | {str(r.shard.id): list(r.head.counters) for r in reads}
 
 
 def backlog(queue: Queue, reads: list[ShardRead]) -> dict[str, int]:

@@ -141,7 +141,7 @@ class Coordinator:
             flushed = True
             if read.shard.state == "sealed" and drained and queue.settings.bottomless:
                 flushed = observe.shard_is_flushed(self.backend.control, queue, read.shard, read.head.next)
-            before = saved.counts.get(str(read.shard.id), [0] * len(observe.counters(read)))
+            before = saved.counts.get(str(read.shard.id), [0] * len(read.head.counters))
             shard_obs.append(observe.shard_observation(read, before, dt, drained, flushed))
         shard_obs += [observe.unreadable_observation(shard) for shard in unread]
         obs = QueueObservation(

@@ -19,7 +19,7 @@ _AT, _COUNTS, _LOW, _MIRROR = "at", "c", "low", "mir"  # the saved document's ke
 @dataclass(frozen=True)
 class SavedState:
     at: int | None = None  # when the previous pass ran (ms)
-    counts: Mapping[str, list[int]] = field(default_factory=dict)  # shard id → counters (observe.counters)
+    counts: Mapping[str, list[int]] = field(default_factory=dict)  # shard id → HEAD counters
     low_since_ms: int | None = None
     mirror_checked_at: int = 0
     cadence: Mapping[str, Any] = field(default_factory=dict)  # sluice.engine.workplan's marks
