@@ -41,6 +41,12 @@ ENV_IAM_AUDIT_FILE: Final = "SLUICE_IAM_AUDIT_FILE"
 # (`*`: every path). Off (unset) by default; for conformance runs and public demo streams only.
 ENV_OPEN_STREAM_PREFIX: Final = "SLUICE_OPEN_STREAM_PREFIX"
 
+# Multi-region deployments (`-c regions=a,b`; unset: one region, as before). The first region listed is
+# the home region: it holds the authoritative control items (the conditional writes that fence).
+ENV_REGIONS: Final = "SLUICE_REGIONS"  # comma-separated, home region first
+ENV_REGION: Final = "SLUICE_REGION"  # the region this process serves (its shards, its bucket)
+ENV_SEGMENT_BUCKETS: Final = "SLUICE_SEGMENT_BUCKETS"  # `region=bucket,...`: every region's bucket
+
 # Powertools' own variables, set by the stack so handlers log/trace under one service name.
 ENV_POWERTOOLS_SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"
 ENV_POWERTOOLS_METRICS_NAMESPACE: Final = "POWERTOOLS_METRICS_NAMESPACE"

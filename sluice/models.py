@@ -72,6 +72,7 @@ class Shard(BaseModel):
     state: ShardState = "open"
     created_ms: int
     parents: list[int] = Field(default_factory=list)
+    region: str | None = None  # where the shard's table is; None: the deployment's home (only) region
 
 
 class OpenStreamFork(BaseModel):
@@ -141,6 +142,10 @@ class Queue(BaseModel):
 
     def shard(self, shard_id: int) -> Shard | None:
         return next((s for s in self.shards if s.id == shard_id), None)
+
+    def shards_in(self, region: str | None, home: str | None = None) -> list[Shard]:
+        """The shards stored in `region` (a shard without a region is in the `home` region)."""
+        return [s for s in self.shards if (s.region or home) == region]
 
     def public(self) -> dict[str, Any]:
         return {

@@ -68,11 +68,39 @@ class Settings(BaseModel):
     allow_local_webhooks: bool = False  # http://127.0.0.1 push targets: `sluice local` only
     open_stream_prefix: str = ""  # open-protocol paths served without a token ("*": all; "": none)
     coordinator: CoordinatorSettings = Field(default_factory=CoordinatorSettings)
+    # Multi-region: every region of the deployment, home first (empty: a single-region deployment);
+    # this process's region; and every region's segment bucket. Shard tables, the control table and
+    # the SSM path have the same names in every region.
+    regions: list[str] = Field(default_factory=list)
+    region: str | None = None
+    segment_buckets: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("shard_tables", mode="before")
+    @field_validator("shard_tables", "regions", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
         return [t for t in value.split(",") if t] if isinstance(value, str) else value
+
+    @field_validator("segment_buckets", mode="before")
+    @classmethod
+    def _pairs(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        return dict(pair.split("=", 1) for pair in value.split(",") if pair)
+
+    @property
+    def multi_region(self) -> bool:
+        return len(self.regions) > 1
+
+    @property
+    def home_region(self) -> str | None:
+        """Where the authoritative control items are (None: single region, the process's own)."""
+        return self.regions[0] if self.regions else None
+
+    def bucket_in(self, region: str | None) -> str:
+        """The segment bucket of `region` (None or this process's region: its own bucket)."""
+        if region is None or region == self.region:
+            return self.segment_bucket
+        return self.segment_buckets[region]
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -99,6 +127,12 @@ class Settings(BaseModel):
             env[c.ENV_LEASE_KEY_SECRET] = self.lease_key_secret
         if self.aws_endpoint_url:
             env[c.ENV_AWS_ENDPOINT_URL] = self.aws_endpoint_url
+        if self.regions:
+            env[c.ENV_REGIONS] = ",".join(self.regions)
+        if self.region:
+            env[c.ENV_REGION] = self.region
+        if self.segment_buckets:
+            env[c.ENV_SEGMENT_BUCKETS] = ",".join(f"{r}={b}" for r, b in self.segment_buckets.items())
         return env
 
 
@@ -116,6 +150,9 @@ _ENV = {
     "lambda_endpoint_url": c.ENV_LAMBDA_ENDPOINT_URL,
     "allow_local_webhooks": c.ENV_ALLOW_LOCAL_WEBHOOKS,
     "open_stream_prefix": c.ENV_OPEN_STREAM_PREFIX,
+    "regions": c.ENV_REGIONS,
+    "region": c.ENV_REGION,
+    "segment_buckets": c.ENV_SEGMENT_BUCKETS,
 }
 
 

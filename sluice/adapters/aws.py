@@ -40,19 +40,22 @@ _THROTTLE_CODES = frozenset(
 _UNAVAILABLE_CODES = frozenset({"InternalServerError", "ServiceUnavailable", "InternalError", "503"})
 
 _lock = threading.Lock()
-_clients: dict[tuple[str, str | None], Any] = {}
+_clients: dict[tuple[str, str | None, str | None], Any] = {}
 _session: botocore.session.Session | None = None
 _instruments: list[Callable[[Any], None]] = []  # fault injection and call accounting (tests, bench)
 
 
-def client(service: str, endpoint_url: str | None = None) -> Any:
-    """A cached, thread-safe client per (service, endpoint): created once per Lambda container."""
-    key = (service, endpoint_url)
+def client(service: str, endpoint_url: str | None = None, region: str | None = None) -> Any:
+    """A cached, thread-safe client per (service, endpoint, region): created once per Lambda container.
+    `region` None: the process's own region (AWS_REGION); a multi-region deployment names the others."""
+    key = (service, endpoint_url, region)
     with _lock:
         if key not in _clients:
             global _session
             _session = _session or botocore.session.get_session()
-            _clients[key] = _session.create_client(service, endpoint_url=endpoint_url, config=RETRY_CONFIG)
+            _clients[key] = _session.create_client(
+                service, region_name=region, endpoint_url=endpoint_url, config=RETRY_CONFIG
+            )
             for attach in _instruments:
                 attach(_clients[key])
         return _clients[key]

@@ -106,13 +106,14 @@ def key(pk: str, sk: str) -> Item:
 class Table:
     """One table with the shared `pk`/`sk` schema."""
 
-    def __init__(self, name: str, endpoint_url: str | None = None) -> None:
+    def __init__(self, name: str, endpoint_url: str | None = None, region: str | None = None) -> None:
         self.name = name
         self._endpoint_url = endpoint_url
+        self.region = region  # None: the process's own region
 
     @property
     def _client(self) -> Any:
-        return aws.client("dynamodb", self._endpoint_url)
+        return aws.client("dynamodb", self._endpoint_url, self.region)
 
     def get(self, pk: str, sk: str, *, consistent: bool = True) -> Item | None:
         with aws.translated("DynamoDB"):

@@ -10,13 +10,14 @@ from sluice.adapters import aws
 
 
 class Bucket:
-    def __init__(self, name: str, endpoint_url: str | None = None) -> None:
+    def __init__(self, name: str, endpoint_url: str | None = None, region: str | None = None) -> None:
         self.name = name
         self._endpoint_url = endpoint_url
+        self.region = region  # None: the process's own region
 
     @property
     def _client(self):
-        return aws.client("s3", self._endpoint_url)
+        return aws.client("s3", self._endpoint_url, self.region)
 
     def put(self, key: str, data: bytes) -> None:
         with aws.translated("S3"):

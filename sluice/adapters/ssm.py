@@ -23,9 +23,10 @@ def tier_for(document_bytes: int, *, known_advanced: bool) -> str:
 
 
 class SsmMirror:
-    def __init__(self, prefix: str, endpoint_url: str | None = None) -> None:
+    def __init__(self, prefix: str, endpoint_url: str | None = None, region: str | None = None) -> None:
         self.prefix = prefix.rstrip("/")
         self._endpoint_url = endpoint_url
+        self.region = region  # None: the process's own region
         self._advanced: set[str] = set()  # parameters this container has seen become Advanced
 
     def name(self, queue: str) -> str:
@@ -34,7 +35,7 @@ class SsmMirror:
     def read(self, queue: str) -> str | None:
         try:
             with aws.translated("SSM"):
-                resp = aws.client("ssm", self._endpoint_url).get_parameter(Name=self.name(queue))
+                resp = aws.client("ssm", self._endpoint_url, self.region).get_parameter(Name=self.name(queue))
         except ClientError as exc:
             if aws.error_code(exc) == "ParameterNotFound":
                 return None
@@ -53,7 +54,7 @@ class SsmMirror:
 
     def _put(self, name: str, document: str, tier: str) -> None:
         with aws.translated("SSM"):
-            aws.client("ssm", self._endpoint_url).put_parameter(
+            aws.client("ssm", self._endpoint_url, self.region).put_parameter(
                 Name=name, Value=document, Type="String", Overwrite=True, Tier=tier
             )
         if tier == "Advanced":
@@ -62,7 +63,7 @@ class SsmMirror:
     def delete(self, queue: str) -> None:
         try:
             with aws.translated("SSM"):
-                aws.client("ssm", self._endpoint_url).delete_parameter(Name=self.name(queue))
+                aws.client("ssm", self._endpoint_url, self.region).delete_parameter(Name=self.name(queue))
             self._advanced.discard(self.name(queue))
         except ClientError as exc:
             if aws.error_code(exc) != "ParameterNotFound":
