@@ -1,5 +1,7 @@
 """`python -m bench.twin` (run by `make bench`): the twin's four scenarios, their PNG plots, and the
-"DynamoDB twin" section of docs/performance.md (replaced between its markers, the rest kept).
+"DynamoDB twin" section of docs/performance.md (replaced between its markers, the rest kept); then the
+regions scenario (bench/twin/regions.py: publish latency near vs far) and its own section.
+`--part regions` runs and writes only that one (seconds).
 
 `--quick` runs shorter, smaller versions (a smoke run; the figures are then not the documented ones).
 """
@@ -17,6 +19,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from bench.twin import regions
 from bench.twin.scenarios import TICK_S, publish_load, pull_load
 from bench.twin.world import percentile
 
@@ -24,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "performance.md"
 IMG = ROOT / "docs" / "img"
 START, END = "<!-- twin:start -->", "<!-- twin:end -->"
+REGIONS_START, REGIONS_END = "<!-- twin-regions:start -->", "<!-- twin-regions:end -->"
 STEP_GAP = (
     "New shards take two coordinator passes (x8 each) and up to a map-cache TTL to reach brokers, and a "
     "throttle reaches a broker only after the SDK's backoff (rand x 1, 2, 4, 8 s). What would reach it: "
@@ -101,6 +105,7 @@ def _plot_pullers(rows: list[dict[str, Any]], path: Path) -> None:
 
 OUT = ROOT / "bench" / "out"
 PARTS = ("ramp", "step", "pullers")
+REGIONS = "regions"  # its own docs section (REGIONS_START/END), written by `--part regions` alone too
 EXPERIMENTS = ("step-sdk2",)  # not in the docs section: what a 2-attempt SDK config would change
 
 
@@ -120,6 +125,8 @@ def measure(part: str, quick: bool) -> dict[str, Any]:
     started = time.time()
     if part == "ramp":
         result = publish_load(ramp(200_000, seconds * 0.6), seconds, sample=sample)
+    elif part == "regions":
+        result = regions.measure(10.0 if quick else regions.SECONDS)
     elif part in ("step", "step-sdk2"):
         attempts = 2 if part == "step-sdk2" else None
         result = publish_load(
@@ -251,11 +258,11 @@ def report() -> str:
     return "\n".join(lines)
 
 
-def write_section(section: str) -> None:
+def write_section(section: str, start: str = START, end: str = END) -> None:
     text = DOC.read_text() if DOC.exists() else "# Performance\n"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + section + rest.split(END, 1)[1]
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + section + rest.split(end, 1)[1]
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
     DOC.write_text(text)
@@ -265,19 +272,35 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.twin")
     parser.add_argument("--quick", action="store_true", help="short smoke run; does not write the docs")
     parser.add_argument(
-        "--part", choices=(*PARTS, *EXPERIMENTS, "all"), default="all", help="measure one scenario only"
+        "--part",
+        choices=(*PARTS, REGIONS, *EXPERIMENTS, "all"),
+        default="all",
+        help="measure one scenario only",
     )
     parser.add_argument("--report-only", action="store_true", help="write the docs from saved results")
     args = parser.parse_args(argv)
     if not args.report_only:
-        for part in PARTS if args.part == "all" else (args.part,):
+        for part in (*PARTS, REGIONS) if args.part == "all" else (args.part,):
             measure(part, args.quick)
+    if args.part == REGIONS:
+        _publish_regions(args.quick)
+        return
     if args.part != "all" and not args.report_only:
         return
-    section = report()
+    _publish(report(), START, END, args.quick)
+    if args.part == "all" and (OUT / f"twin-{REGIONS}.json").exists():
+        _publish_regions(args.quick)
+
+
+def _publish_regions(quick: bool) -> None:
+    result = json.loads((OUT / f"twin-{REGIONS}.json").read_text())
+    _publish(regions.report(result, REGIONS_START, REGIONS_END), REGIONS_START, REGIONS_END, quick)
+
+
+def _publish(section: str, start: str, end: str, quick: bool) -> None:
     print(section)
-    if not args.quick:
-        write_section(section)
+    if not quick:
+        write_section(section, start, end)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ Model, per call (each documented where it comes from):
   (`max_attempts=5`): a throttled attempt is retried after rand(0,1) x 2^(attempt-1) s
   (botocore/retries/standard.py, `ExponentialBackoff`, throttling base scale 1). Adaptive mode's
   client-side rate limiter is not modelled.
+- A table in another region than the calling actor adds one inter-region round trip per attempt
+  (`bench.twin.network`); without a region (the single-region scenarios) nothing is added.
 - Latency per attempt: log-normal, median 4 ms, sigma 0.45 (p99 ≈ 11 ms) plus 0.01 ms per KB moved.
   AWS: "for most atomic operations, such as GetItem and PutItem, an average latency is in
   single-digit milliseconds" (re:Post, dynamodb-high-latency); client-side figures of 10-20 ms are
@@ -38,6 +40,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from bench.twin import expr
+from bench.twin.network import Network
 from bench.twin.sim import Sim
 from bench.units import item_size
 
@@ -111,8 +114,18 @@ def read_units(sizes: list[int], consistent: bool, per_item: bool) -> float:
 class TwinDynamo:
     """The subset of the botocore DynamoDB client the adapter calls, over in-memory tables."""
 
-    def __init__(self, sim: Sim, latency: Latency | None = None, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        sim: Sim,
+        latency: Latency | None = None,
+        rng: random.Random | None = None,
+        *,
+        region: str | None = None,
+        network: Network | None = None,
+    ) -> None:
         self.sim = sim
+        self.region = region  # where these tables are (None: the only region)
+        self.network = network
         self.latency = latency or Latency()
         self.rng = rng or random.Random(7)
         self.tables: dict[str, dict[str, _Partition]] = {}
@@ -127,6 +140,14 @@ class TwinDynamo:
 
     def create_table(self, name: str) -> None:
         self.tables.setdefault(name, defaultdict(_Partition))
+
+    def _latency(self, kb: float = 0.0) -> float:
+        """One attempt as the calling actor sees it: DynamoDB's own latency, plus the round trip
+        between the actor's region and this one."""
+        own = self.latency.sample(kb)
+        if self.network is None:
+            return own
+        return own + self.network.rtt(getattr(self.sim.current, "region", None), self.region)
 
     # -- capacity --
 
@@ -155,7 +176,7 @@ class TwinDynamo:
             ok, result, kb = run()
             if operation in _WRITES:
                 self.write_timeline[int(self.sim.now)][0 if ok else 1] += 1
-            self.sim.sleep(self.latency.sample(kb))
+            self.sim.sleep(self._latency(kb))
             if ok:
                 if isinstance(result, ClientError):
                     raise result
@@ -285,7 +306,7 @@ class TwinDynamo:
                     kb += size / 1024
         kind = "+".join(sorted(kinds))
         self.stats.attempts[("BatchGetItem", kind)] += 1
-        self.sim.sleep(self.latency.sample(kb))
+        self.sim.sleep(self._latency(kb))
         if unprocessed:
             self.stats.throttles[("BatchGetItem", kind)] += 1
             self.throttle_log.append(self.sim.now)
@@ -312,7 +333,7 @@ class TwinDynamo:
                         continue
                 unprocessed.setdefault(table, []).append(request)
         self.stats.attempts[("BatchWriteItem", "any")] += 1
-        self.sim.sleep(self.latency.sample())
+        self.sim.sleep(self._latency())
         if unprocessed:
             self.stats.throttles[("BatchWriteItem", "any")] += 1
             self.sim.sleep(self.rng.random() * 0.05)

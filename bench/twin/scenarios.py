@@ -43,8 +43,11 @@ class Timeline:
 class Brokers:
     """Lambda-like: one container per concurrent request; idle containers are reused."""
 
-    def __init__(self, world: World, messages: list[OutgoingMessage], timeline: Timeline) -> None:
+    def __init__(
+        self, world: World, messages: list[OutgoingMessage], timeline: Timeline, region: str | None = None
+    ) -> None:
         self.world = world
+        self.region = region  # where the containers run (None: the only region)
         self.messages = messages
         self.timeline = timeline
         self.pending: deque[float] = deque()  # first-sent times of requests waiting for a container
@@ -58,7 +61,7 @@ class Brokers:
             self.world.sim.wake(self.idle.pop())
         else:
             self.containers += 1
-            self.world.sim.spawn(f"broker-{self.containers}", self._container)
+            self.world.sim.spawn(f"broker-{self.containers}", self._container, region=self.region)
 
     def _container(self) -> None:
         sim, publisher = self.world.sim, self.world.engine.publisher

@@ -19,9 +19,10 @@ threading.stack_size(512 * 1024)  # thousands of actor threads: keep their stack
 
 
 class Actor:
-    def __init__(self, sim: Sim, name: str) -> None:
+    def __init__(self, sim: Sim, name: str, region: str | None = None) -> None:
         self.sim = sim
         self.name = name
+        self.region = region  # where this container runs: calls to other regions pay the round trip
         self.go = threading.Event()
         self.cache: dict[str, Any] = {}  # per-container caches (the shard-map mirror)
         self.done = False
@@ -72,8 +73,10 @@ class Sim:
 
     # -- actors and timers --
 
-    def spawn(self, name: str, body: Callable[[], None], at: float | None = None) -> Actor:
-        actor = Actor(self, name)
+    def spawn(
+        self, name: str, body: Callable[[], None], at: float | None = None, region: str | None = None
+    ) -> Actor:
+        actor = Actor(self, name, region)
 
         def run() -> None:
             actor.go.wait()

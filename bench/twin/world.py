@@ -21,6 +21,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from bench.twin.dynamo import Latency, TwinDynamo
+from bench.twin.network import Network
 from bench.twin.sim import Sim
 from sluice import codec
 from sluice.adapters.dynamo import Table
@@ -94,25 +95,33 @@ class TwinBucket(Bucket):
 class TwinMirror:
     """The SSM mirror's interface (`sluice.adapters.ssm.SsmMirror`): one document per queue."""
 
-    def __init__(self, sim: Sim) -> None:
+    def __init__(self, sim: Sim, region: str | None = None, network: Network | None = None) -> None:
         self.sim = sim
+        self.region = region
+        self.network = network
         self.docs: dict[str, str] = {}
         self.reads = 0
+
+    def _latency(self) -> float:
+        own = SSM_LATENCY.sample()
+        if self.network is None:
+            return own
+        return own + self.network.rtt(getattr(self.sim.current, "region", None), self.region)
 
     def name(self, queue: str) -> str:
         return f"/twin/{queue}"
 
     def read(self, queue: str) -> str | None:
         self.reads += 1
-        self.sim.sleep(SSM_LATENCY.sample())
+        self.sim.sleep(self._latency())
         return self.docs.get(queue)
 
     def write(self, queue: str, document: str) -> None:
-        self.sim.sleep(SSM_LATENCY.sample())
+        self.sim.sleep(self._latency())
         self.docs[queue] = document
 
     def delete(self, queue: str) -> None:
-        self.sim.sleep(SSM_LATENCY.sample())
+        self.sim.sleep(self._latency())
         self.docs.pop(queue, None)
 
 
