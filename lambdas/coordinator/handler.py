@@ -38,11 +38,16 @@ def coordinator() -> Coordinator:
 
 
 def emit_metrics(report: RunReport) -> None:
+    """Per queue (dimension `queue`, and `region` in a multi-region deployment: this coordinator's
+    region's shards), then this run's totals over its queues with dimension service only (what the
+    stack's alarm in each region watches)."""
     if not report.acted:
         return
     for q in report.queues:
         per_queue = EphemeralMetrics(namespace=c.METRICS_NAMESPACE, service=c.SERVICE_NAME)
         per_queue.add_dimension("queue", q.queue)
+        if q.region:
+            per_queue.add_dimension("region", q.region)
         per_queue.add_metric(c.METRIC_BACKLOG, MetricUnit.Count, q.total_backlog)
         per_queue.add_metric(c.METRIC_OLDEST_MESSAGE_AGE, MetricUnit.Seconds, q.oldest_message_age_s)
         per_queue.add_metric(c.METRIC_SHARDS, MetricUnit.Count, q.open_shards)

@@ -10,6 +10,7 @@ from typing import Any
 @dataclass
 class QueueReport:
     queue: str
+    region: str | None = None  # the coordinator's region (None: single region); the figures are its shards'
     open_shards: int = 0
     sealed_shards: int = 0
     backlog: dict[str, int] = field(default_factory=dict)  # per consumer group
@@ -36,3 +37,4 @@ class RunReport:
     token: int | None = None
     message: str = ""
     queues: list[QueueReport] = field(default_factory=list)
+    region: str | None = None

@@ -1,6 +1,7 @@
 """What the coordinator keeps between passes, per queue (`COORDINATOR` / `STATE#<queue>`): the counters of
 the previous pass (rates are deltas against them), when the load went low, when the SSM mirror was last
-checked, and the shard-work plan's cadence marks. Built once per pass and written once."""
+checked, and the shard-work plan's cadence marks. Built once per pass and written once. Each region's
+coordinator keeps its own (`STATE#<region>#<queue>`): its shards, its mirror, its cadence."""
 
 from __future__ import annotations
 
@@ -43,12 +44,15 @@ class SavedState:
 
 
 class StateStore:
-    def __init__(self, control: Table) -> None:
+    """The saved state of one region's coordinator (`region` None: the single-region one)."""
+
+    def __init__(self, control: Table, region: str | None = None) -> None:
         self.table = control
+        self.region = region
 
     def load(self, queue: Queue) -> SavedState:
         """The previous pass's state; a fresh one for a queue made again (another incarnation)."""
-        item = self.table.get(keys.COORDINATOR_PK, keys.coordinator_state_sk(queue.name))
+        item = self.table.get(keys.COORDINATOR_PK, keys.coordinator_state_sk(queue.name, self.region))
         if not item or item.get(keys.INCARNATION) != queue.incarnation:
             return SavedState()
         return SavedState.from_doc(json.loads(item[keys.DOC]))
@@ -57,7 +61,7 @@ class StateStore:
         self.table.put(
             {
                 keys.PK: keys.COORDINATOR_PK,
-                keys.SK: keys.coordinator_state_sk(queue.name),
+                keys.SK: keys.coordinator_state_sk(queue.name, self.region),
                 keys.INCARNATION: queue.incarnation,
                 keys.DOC: json.dumps(state.to_doc(), separators=(",", ":")),
             }
