@@ -170,6 +170,10 @@ def test_the_away_coordinator_scales_only_its_region_from_its_region_load(region
     assert (q_home.region, q_home.added, q_home.writes_per_s, q_home.open_shards) == (HOME, [], 0.0, 1)
     assert [s.id for s in after.shards_in(HOME)] == [s.id for s in queue.shards_in(HOME)]
     assert len({s.id for s in after.shards}) == len(after.shards)  # ids stay unique across regions
+    # The home coordinator also reports the queue over every region: its pass plus the away one's.
+    total = q_home.all_regions
+    assert total is not None and away_report.queues[0].all_regions is None
+    assert (total.open_shards, total.writes_per_s) == (1 + q_away.open_shards, pytest.approx(200))
 
 
 def test_each_region_holds_its_own_ownership(regions, queue_name):

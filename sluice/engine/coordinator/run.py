@@ -31,7 +31,7 @@ from sluice.engine.backend import Backend
 from sluice.engine.coordinator import observe
 from sluice.engine.coordinator.config import CoordinatorConfig, Invoker
 from sluice.engine.coordinator.dispatch import Dispatcher
-from sluice.engine.coordinator.reports import QueueReport, RunReport
+from sluice.engine.coordinator.reports import Figures, QueueReport, RunReport
 from sluice.engine.coordinator.state import SavedState, StateStore
 from sluice.engine.ownership import Ownership
 from sluice.engine.queues import QueueRegistry
@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 RETIRED_KEPT = 16  # retired shards kept in the map for lineage; older ones are dropped
 MIRROR_CHECK_EVERY_MS = 60_000  # the SSM mirror is checked against the control item this often
+FIGURES_FRESH_MS = 300_000  # another region's last pass counts in the all-regions figures this long
 
 
 class Coordinator:
@@ -182,6 +183,8 @@ class Coordinator:
         self._seal_heads(queue, reads, unread)
         cadence = dict(saved.cadence)
         work = self.dispatch.plan_shard_work(queue, reads, cadence, now)  # marks its cadence
+        report.open_shards = sum(1 for s in self._mine(queue) if s.state == "open")
+        report.sealed_shards = sum(1 for s in self._mine(queue) if s.state == "sealed")
         self.saved.save(
             queue,
             SavedState(
@@ -190,10 +193,11 @@ class Coordinator:
                 low_since_ms=decision.low_since_ms,
                 mirror_checked_at=mirror_checked_at,
                 cadence=cadence,
+                figures=report.figures() if self.region else None,
             ),
         )
-        report.open_shards = sum(1 for s in self._mine(queue) if s.state == "open")
-        report.sealed_shards = sum(1 for s in self._mine(queue) if s.state == "sealed")
+        if self.region is not None and self.region == self.home:
+            report.all_regions = self._all_regions(queue, report, now)
         report.push_workers_started = self.dispatch.start_push_workers(queue, report.backlog, now)
         report.shard_work = [event.to_payload() for event in work]
         self.dispatch.send_shard_work(report.shard_work)
@@ -257,6 +261,18 @@ class Coordinator:
                 names={"#s": keys.HEAD_SEALED, "#sm": keys.HEAD_SEALED_MS},
                 values={":t": True, ":now": now},
             )
+
+    def _all_regions(self, queue: Queue, report: QueueReport, now: int) -> Figures:
+        """This pass's figures plus every other region's coordinator's last ones (read from its saved
+        state, home-local); a region whose last pass is older than `FIGURES_FRESH_MS` is left out."""
+        parts = [report.figures()]
+        for region in self.queues.regions:
+            if region is None or region == self.region:
+                continue
+            other = self.saved.in_region(region).load(queue)
+            if other.figures is not None and other.at is not None and now - other.at <= FIGURES_FRESH_MS:
+                parts.append(other.figures)
+        return Figures.total(parts)
 
     def _mine(self, queue: Queue) -> list[Shard]:
         """This region's shards of `queue` (every shard in a single-region deployment)."""
