@@ -259,3 +259,23 @@ def test_a_token_not_replicated_yet_is_found_in_the_home_table(regions):
 
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def test_queue_metrics_name_each_shard_region_and_give_figures_per_region(regions, queue_name):
+    from sluice.service import Sluice
+
+    home = regions[HOME]
+    queue = home.queues.create(queue_name)
+    for region, allocated in ((HOME, 1), (AWAY, 3)):  # sequences allocated, none acked: the backlog
+        (shard,) = queue.shards_in(region)
+        home.backend.table_for(shard).update(
+            keys.shard_pk(queue, shard.id),
+            keys.HEAD_SK,
+            "SET #n = :n",
+            names={"#n": keys.HEAD_NEXT},
+            values={":n": allocated},
+        )
+    metrics = Sluice(home.backend).operations.metrics(queue_name)
+    assert metrics["backlog_count"] == 4
+    assert {r: figures["backlog_count"] for r, figures in metrics["regions"].items()} == {HOME: 1, AWAY: 3}
+    assert [(s["region"], s["next_seq"]) for s in metrics["shards"]] == [(HOME, 1), (AWAY, 3)]
