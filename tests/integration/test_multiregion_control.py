@@ -279,3 +279,33 @@ def test_queue_metrics_name_each_shard_region_and_give_figures_per_region(region
     assert metrics["backlog_count"] == 4
     assert {r: figures["backlog_count"] for r, figures in metrics["regions"].items()} == {HOME: 1, AWAY: 3}
     assert [(s["region"], s["next_seq"]) for s in metrics["shards"]] == [(HOME, 1), (AWAY, 3)]
+
+
+def test_idempotency_records_stay_in_the_region_table(deployment, monkeypatch):
+    from lambdas.broker import idempotency
+
+    monkeypatch.setattr(idempotency, "get_settings", lambda: deployment[AWAY])
+    idempotency._guarded.cache_clear()
+    try:
+        calls = []
+
+        def send() -> dict:
+            calls.append(1)
+            return {"sent": len(calls)}
+
+        queue, key = f"q-{uuid.uuid4().hex[:8]}", "k-1"
+        assert idempotency.once(queue, key, {"n": 1}, send) == {"sent": 1}
+        assert idempotency.once(queue, key, {"n": 1}, send) == {"sent": 1}  # the stored answer
+        assert len(calls) == 1
+    finally:
+        idempotency._guarded.cache_clear()  # the next keyed send builds the session's own again
+    table = deployment[AWAY].control_table
+    records = {
+        region: aws_client("dynamodb", region).scan(
+            TableName=table,
+            FilterExpression="sk = :s",
+            ExpressionAttributeValues={":s": {"S": keys.IDEMPOTENCY_SK}},
+        )["Count"]
+        for region in (HOME, AWAY)
+    }
+    assert records == {HOME: 0, AWAY: 1}
