@@ -115,7 +115,10 @@ class Queue(BaseModel):
     version: int = 1
     shards: list[Shard] = Field(default_factory=list)
     next_shard_id: int = 0
-    fence: int = 0  # highest coordinator fencing token that wrote this map
+    fence: int = 0  # highest coordinator fencing token that wrote this map (single region)
+    # Multi-region: each region's coordinator has its own ownership item and token (region → the highest
+    # token of that region's coordinator that wrote this map); absent in older documents.
+    fences: dict[str, int] = Field(default_factory=dict)
     groups: dict[str, int] = Field(default_factory=lambda: {DEFAULT_GROUP: 0})  # name → start ms
     stream_name: str | None = None  # the Durable Streams name this queue serves, if any
     open_stream: OpenStreamMeta | None = None  # set when the queue serves an open-protocol stream
@@ -146,6 +149,25 @@ class Queue(BaseModel):
     def shards_in(self, region: str | None, home: str | None = None) -> list[Shard]:
         """The shards stored in `region` (a shard without a region is in the `home` region)."""
         return [s for s in self.shards if (s.region or home) == region]
+
+    def fence_of(self, region: str | None) -> int:
+        """The fencing token a coordinator of `region` (None: the single-region one) must not be below."""
+        return self.fence if region is None else self.fences.get(region, 0)
+
+    def with_fence(self, region: str | None, token: int) -> Queue:
+        if region is None:
+            return self.model_copy(update={"fence": token})
+        return self.model_copy(update={"fences": {**self.fences, region: token}})
+
+    def with_new_shards(self, count: int, region: str | None, tables: int, now_ms: int) -> Queue:
+        """`count` more open shards in `region` (None: single region), with ids no shard of this queue
+        in any region has had, spread over the region's `tables` shard tables."""
+        first = self.next_shard_id
+        added = [
+            Shard(id=sid, table=sid % tables, created_ms=now_ms, region=region)
+            for sid in range(first, first + count)
+        ]
+        return self.model_copy(update={"shards": [*self.shards, *added], "next_shard_id": first + count})
 
     def public(self) -> dict[str, Any]:
         return {

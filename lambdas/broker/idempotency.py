@@ -9,6 +9,9 @@ client's retry succeeds within seconds instead of being refused for the whole fu
 live send slower than that window can overlap a retry of its key: at most a duplicate, never a loss
 (delivery is at-least-once anyway). Records live in the control table as
 `pk = IDEM#<hash of queue and key>`, `sk = IDEM`, expiring through the table's TTL attribute `exp`.
+Multi-region: in this region's replica of the control table (`SLUICE_REGION`), so a keyed send makes no
+cross-region call; a retry sent to another region sees the record once the global table replicated it
+(typically within a second), earlier it is sent again: at most a duplicate.
 
 Why a small subclass: with a sort key, Powertools puts every record under one static partition key,
 which would make a single DynamoDB partition (~1,000 writes/s) the ceiling of all idempotent sends
@@ -58,7 +61,9 @@ def _guarded() -> tuple[IdempotencyConfig, Callable[..., dict[str, Any]]]:
         table_name=settings.control_table,
         key_attr=keys.PK,
         expiry_attr=keys.TTL,
-        boto3_client=aws.client("dynamodb", settings.aws_endpoint_url),
+        # This region's control table (a replica of the home one when multi-region): a keyed send never
+        # leaves its region. Same table name in every region.
+        boto3_client=aws.client("dynamodb", settings.aws_endpoint_url, settings.region),
     )
     config = IdempotencyConfig(
         event_key_jmespath="[queue, key]",

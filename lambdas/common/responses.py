@@ -181,7 +181,12 @@ class QueueMetrics(Backlog):
     shard_count: int
     oldest_message_age_ms: int | None
     consumer_groups: dict[str, Backlog]
-    shards: list[dict[str, Any]] = Field(description="per shard: state, next_seq, purge_floor, groups")
+    shards: list[dict[str, Any]] = Field(
+        description="per shard: state, next_seq, purge_floor, groups (multi-region: and its region)"
+    )
+    regions: dict[str, Backlog] | None = Field(
+        None, description="multi-region deployments: the top-level figures per region"
+    )
 
 
 class Purged(Wire):

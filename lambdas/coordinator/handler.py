@@ -26,6 +26,7 @@ from sluice.events import CoordinatorEvent
 from sluice.settings import get_settings
 
 SAFETY_SECONDS = 10.0  # stop looping this long before the function's timeout
+REGION_DIMENSION = "region"  # multi-region: the per-queue metrics of one region's shards
 
 
 @lru_cache(maxsize=1)
@@ -38,11 +39,17 @@ def coordinator() -> Coordinator:
 
 
 def emit_metrics(report: RunReport) -> None:
+    """Per queue: dimension `queue` (the queue over every region: a single-region deployment's figures,
+    or the home region coordinator's all-regions sum) and, multi-region, dimensions `queue` + `region`
+    (this coordinator's region's shards). Then this run's totals over its queues with dimension service
+    only (its region's: what the stack's alarm in each region watches)."""
     if not report.acted:
         return
     for q in report.queues:
         per_queue = EphemeralMetrics(namespace=c.METRICS_NAMESPACE, service=c.SERVICE_NAME)
         per_queue.add_dimension("queue", q.queue)
+        if q.region:
+            per_queue.add_dimension(REGION_DIMENSION, q.region)
         per_queue.add_metric(c.METRIC_BACKLOG, MetricUnit.Count, q.total_backlog)
         per_queue.add_metric(c.METRIC_OLDEST_MESSAGE_AGE, MetricUnit.Seconds, q.oldest_message_age_s)
         per_queue.add_metric(c.METRIC_SHARDS, MetricUnit.Count, q.open_shards)
@@ -50,6 +57,18 @@ def emit_metrics(report: RunReport) -> None:
         per_queue.add_metric(c.METRIC_THROTTLES_PER_SECOND, MetricUnit.CountPerSecond, q.throttles_per_s)
         per_queue.add_metric(c.METRIC_PUSH_WORKERS, MetricUnit.Count, q.push_workers_started)
         per_queue.flush_metrics()
+        if q.all_regions is not None:
+            total = EphemeralMetrics(namespace=c.METRICS_NAMESPACE, service=c.SERVICE_NAME)
+            total.add_dimension("queue", q.queue)
+            total.add_metric(c.METRIC_BACKLOG, MetricUnit.Count, q.all_regions.total_backlog)
+            total.add_metric(
+                c.METRIC_OLDEST_MESSAGE_AGE, MetricUnit.Seconds, q.all_regions.oldest_message_age_s
+            )
+            total.add_metric(c.METRIC_SHARDS, MetricUnit.Count, q.all_regions.open_shards)
+            total.add_metric(
+                c.METRIC_WRITES_PER_SECOND, MetricUnit.CountPerSecond, q.all_regions.writes_per_s
+            )
+            total.flush_metrics()
     # Over all queues, dimension service only: what the stack's alarm watches.
     queues = report.queues
     metrics.add_metric(

@@ -3,6 +3,11 @@
 Tokens carry 256 bits of randomness, so a fast hash is enough (no password stretching needed).
 Lookups are cached per process for a short TTL to keep them off the hot path; a revoked token
 stops working within that TTL.
+
+Multi-region: tokens are created and revoked in the home region's control table; verification reads
+this region's replica of it (no cross-region call on the hot path). A token the replica does not
+know yet (created less than a replication lag ago) is looked up once in the home table before it is
+refused, so a fresh token works at once everywhere that can reach the home region.
 """
 
 from __future__ import annotations
@@ -14,10 +19,10 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sluice import errors
-from sluice.adapters.dynamo import ConditionFailed
+from sluice.adapters.dynamo import ConditionFailed, Table
 from sluice.adapters.secrets import Secret
 from sluice.engine import keys
 from sluice.engine.backend import Backend
@@ -127,17 +132,32 @@ class TokenStore:
         if cached and cached[0] > now:
             principal = cached[1]
         else:
-            item = self.backend.control.get(keys.token_pk(digest), keys.TOKEN_SK, consistent=False)
-            principal = None
-            if item is not None and hmac.compare_digest(item[keys.PK], keys.token_pk(digest)):
-                principal = Principal(
-                    item[keys.TOKEN_ID], item[keys.TOKEN_QUEUE], frozenset(item[keys.TOKEN_SCOPES])
-                )
+            principal = self._lookup(digest)
             with self._lock:
                 self._cache[digest] = (now + self._ttl, principal)
         if principal is None:
             raise errors.Unauthorized("unknown or revoked token")
         return principal
+
+    def _lookup(self, digest: str) -> Principal | None:
+        """The token's principal from this region's replica; a miss asks the home table once (a
+        replica may not have a token created a moment ago). Home unreachable: the replica's answer."""
+        item = self._read(self.backend.local_control, digest)
+        if item is None and self.backend.control_replica is not None:
+            try:
+                item = self._read(self.backend.control, digest)
+            except errors.DependencyUnavailable:
+                item = None
+        if item is None:
+            return None
+        return Principal(item[keys.TOKEN_ID], item[keys.TOKEN_QUEUE], frozenset(item[keys.TOKEN_SCOPES]))
+
+    @staticmethod
+    def _read(table: Table, digest: str) -> dict[str, Any] | None:
+        item = table.get(keys.token_pk(digest), keys.TOKEN_SK, consistent=False)
+        if item is not None and hmac.compare_digest(item[keys.PK], keys.token_pk(digest)):
+            return item
+        return None
 
     @staticmethod
     def authorize(principal: Principal, scope: Scope, queue: str | None = None) -> None:

@@ -30,12 +30,15 @@ PURGE_SK = "PURGE"  # under queue_pk(name): when the last purge ran
 CONSUMER_SK_PREFIX = "CONSUMER#"  # under queue_pk(name): a push consumer's config
 SLOT_SK_PREFIX = "CSLOT#"  # under queue_pk(name): a push worker's slot (`CSLOT#<consumer>#<slot>`)
 COORDINATOR_PK = "COORDINATOR"  # the coordinator's ownership item and its per-queue saved state
+COORDINATOR_OWNERSHIP_SK = "LEASE"  # coordinator_ownership_sk(...): one ownership item per region
 COORDINATOR_STATE_SK_PREFIX = "STATE#"
 IDEMPOTENCY_PK_PREFIX = "IDEM"  # Powertools' key prefix; the record's sk is IDEMPOTENCY_SK
 IDEMPOTENCY_SK = "IDEM"
 SEGMENT_INDEX_PK_PREFIX = "SEG#"  # segment_index_pk(...): one item per segment, sk = its first sequence
 
 # Control-table document items (queue, push / pull consumer, coordinator state, purge)
+QUEUE_VERSION = "version"  # queue item: the document's version (the condition of every change)
+QUEUE_FENCE = "fence"  # queue item: the single-region coordinator's fence (see fence_attribute)
 DOC = "doc"  # the item's JSON document (a pydantic model or the coordinator's saved state)
 INCARNATION = "inc"  # the queue incarnation the item belongs to (stale ones are ignored / replaced)
 PURGE_STARTED_MS = "ms"  # under PURGE_SK: when the last purge started
@@ -174,8 +177,20 @@ def slot_of(sk: str) -> int:
     return int(sk.rsplit("#", 1)[1])
 
 
-def coordinator_state_sk(queue_name: str) -> str:
-    return f"{COORDINATOR_STATE_SK_PREFIX}{queue_name}"
+def coordinator_ownership_sk(base: str, region: str | None) -> str:
+    """The ownership item of the coordinator of `region` (None: the single-region one, `base` itself)."""
+    return base if region is None else f"{base}#{region}"
+
+
+def coordinator_state_sk(queue_name: str, region: str | None = None) -> str:
+    """A queue's saved coordinator state, one per region (queue names never contain '#')."""
+    scope = "" if region is None else f"{region}#"
+    return f"{COORDINATOR_STATE_SK_PREFIX}{scope}{queue_name}"
+
+
+def fence_attribute(region: str | None) -> str:
+    """The queue item attribute holding `Queue.fence_of(region)`, the condition of fenced map writes."""
+    return QUEUE_FENCE if region is None else f"{QUEUE_FENCE}#{region}"
 
 
 def shard_pk(queue: Queue, shard_id: int) -> str:

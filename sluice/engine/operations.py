@@ -123,11 +123,14 @@ class Operations:
         """Backlog (count, estimated bytes, oldest message), in-flight and delayed messages per consumer
         group and per shard, from each shard's HEAD and group-state items (one Query per shard) plus one
         item read per group and shard for the oldest unacked message. The top-level figures are the
-        `default` group's (the group Cloudflare-style pulls use)."""
+        `default` group's (the group Cloudflare-style pulls use). Multi-region: each shard names its
+        region, and `regions` gives the same top-level figures per region (the totals are over all)."""
         queue = self.registry.get(queue_name)
         now = self.backend.clock()
         names = groups or sorted(queue.groups)
+        top_group = DEFAULT_GROUP if DEFAULT_GROUP in names else next(iter(names), None)
         per_group: dict[str, dict[str, Any]] = {g: _empty() for g in names}
+        per_region: dict[str, dict[str, Any]] = {}
         shards_out = []
         for shard in queue.readable_shards:
             read = self.shard_states.read_shard(queue, shard, names)  # a group never here: from the floor
@@ -137,9 +140,12 @@ class Operations:
                 figures = self._figures(queue, shard, read.states[group], head.next, now)
                 shard_groups[group] = figures
                 _merge(per_group[group], figures)
+                if shard.region and group == top_group:
+                    _merge(per_region.setdefault(shard.region, _empty()), figures)
             shards_out.append(
                 {
                     "shard": shard.id,
+                    **({"region": shard.region} if shard.region else {}),
                     "state": shard.state,
                     "next_seq": head.next,
                     "purge_floor": head.floor,
@@ -147,7 +153,7 @@ class Operations:
                     "consumer_groups": shard_groups,
                 }
             )
-        for figures in per_group.values():
+        for figures in [*per_group.values(), *per_region.values()]:
             oldest = figures["oldest_message_timestamp_ms"]
             figures["oldest_message_age_ms"] = max(0, now - oldest) if oldest else 0
         top = per_group.get(DEFAULT_GROUP) or next(iter(per_group.values()), _empty())
@@ -158,6 +164,7 @@ class Operations:
             **top,
             "consumer_groups": per_group,
             "shards": shards_out,
+            **({"regions": per_region} if per_region else {}),
         }
 
     def _figures(self, queue: Queue, shard: Shard, state: GroupState, head_next: int, now: int) -> dict:

@@ -1,7 +1,13 @@
-"""Queues and their shard maps: the control item is the truth, SSM the cached mirror brokers read."""
+"""Queues and their shard maps: the control item is the truth, SSM the cached mirror brokers read.
+
+Multi-region (docs/design.md "Multi-region"): the control item is in the home region's table (the
+backend's `control`); every change is mirrored to every region's SSM path, and a region whose mirror
+could not be written is repaired by its own coordinator.
+"""
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import Callable
@@ -13,8 +19,10 @@ from sluice import errors, faults
 from sluice.adapters.dynamo import ConditionFailed
 from sluice.engine import keys
 from sluice.engine.backend import Backend
-from sluice.models import QUEUE_ID_RE, Queue, QueueSettings, Shard
+from sluice.models import QUEUE_ID_RE, Queue, QueueSettings
 from sluice.names import QUEUE, check_queue_name
+
+log = logging.getLogger(__name__)
 
 MirrorReader = Callable[[str, bool], str | None]
 """(queue name, force fresh) → the mirrored queue document, or None when there is none."""
@@ -48,6 +56,21 @@ class QueueRegistry:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 
+    @property
+    def regions(self) -> list[str | None]:
+        """Where a queue has shards: every region of the deployment, or [None] for a single region."""
+        settings = self.backend.settings
+        return list(settings.regions) if settings.multi_region else [None]
+
+    @property
+    def region(self) -> str | None:
+        """This process's region as shards and fences name it (None: a single-region deployment)."""
+        return self.backend.settings.region if self.backend.settings.multi_region else None
+
+    @property
+    def home_region(self) -> str | None:
+        return self.backend.settings.home_region if self.backend.settings.multi_region else None
+
     def create(self, name: str, raw_settings: dict[str, Any] | None = None, **fields: Any) -> Queue:
         """`fields`: further Queue attributes set atomically with the creation (a face's metadata)."""
         check_queue_name(name)
@@ -56,21 +79,17 @@ class QueueRegistry:
             raise errors.InvalidSettings("a queue cannot be its own dead_letter_queue")
         now = self.backend.clock()
         queue = Queue(
-            name=name,
-            settings=settings,
-            created_ms=now,
-            incarnation=secrets.token_hex(4),
-            shards=[self._new_shard(i, now) for i in range(settings.min_shards)],
-            next_shard_id=settings.min_shards,
-            **fields,
+            name=name, settings=settings, created_ms=now, incarnation=secrets.token_hex(4), **fields
         )
+        for region in self.regions:  # `min_shards` open shards in every region
+            queue = queue.with_new_shards(settings.min_shards, region, len(self.backend.shard_tables), now)
         try:
             self.backend.control.put(self._item(queue), condition=keys.NEW_ITEM)
         except ConditionFailed as exc:
             raise errors.QueueAlreadyExists(f"queue {name!r} already exists") from exc
         self.backend.control.put({keys.PK: keys.QUEUE_INDEX_PK, keys.SK: name, keys.CREATED_MS: now})
         self._index_id(queue)
-        self.backend.mirror.write(name, queue.model_dump_json())
+        self._write_mirrors(queue)
         if settings.dead_letter_queue:
             self.ensure_dead_letter(settings.dead_letter_queue, settings)
         return queue
@@ -137,6 +156,11 @@ class QueueRegistry:
         self.backend.control.delete(keys.QUEUE_INDEX_PK, name)
         self.backend.control.delete(keys.queue_id_pk(queue.queue_id), keys.QUEUE_ID_SK)
         self.backend.mirror.delete(name)
+        for store in self.backend.remote.values():
+            try:
+                store.mirror.delete(name)
+            except errors.SluiceError as exc:  # the home item is gone: that is the truth (see the notes)
+                log.warning("queue %s: the mirror in %s was not deleted: %s", name, store.region, exc)
 
     def resolve(self, ref: str) -> str:
         """The queue name for `ref`, a name or a 32-hex `queue_id` (Cloudflare addresses queues by id).
@@ -174,52 +198,72 @@ class QueueRegistry:
     def modify(self, name: str, change: Callable[[Queue], Queue], *, fence: int | None = None) -> Queue:
         """Read-change-write with the version as the condition; retried when a concurrent change won.
 
-        With `fence` (a coordinator's fencing token) the write also fails once a newer coordinator
-        has written this queue: `errors.Conflict` then tells the stale coordinator to stand down.
+        With `fence` (a coordinator's fencing token) the write also fails once a newer coordinator of
+        this process's region has written this queue: `errors.Conflict` then tells the stale
+        coordinator to stand down. Each region's coordinator has its own token (`Queue.fence_of`).
         """
+        region = self.region
         for attempt in range(8):
             current = self.get(name)
             updated = change(current)
-            if fence is not None and fence < current.fence:
-                raise errors.Conflict(f"fencing token {fence} is older than {current.fence}")
-            updated = updated.model_copy(
-                update={"version": current.version + 1, "fence": max(current.fence, fence or 0)}
-            )
-            condition = "version = :v"
-            values: dict[str, Any] = {":v": current.version}
+            if fence is not None and fence < current.fence_of(region):
+                raise errors.Conflict(f"fencing token {fence} is older than {current.fence_of(region)}")
+            updated = updated.model_copy(update={"version": current.version + 1})
             if fence is not None:
-                condition += " AND fence <= :f"
+                updated = updated.with_fence(region, max(current.fence_of(region), fence))
+            condition = "#v = :v"
+            names = {"#v": keys.QUEUE_VERSION}
+            values: dict[str, Any] = {":v": current.version}
+            if fence is not None:  # an item no coordinator of this region has fenced yet has no attribute
+                condition += " AND (attribute_not_exists(#f) OR #f <= :f)"
+                names["#f"] = keys.fence_attribute(region)
                 values[":f"] = fence
             try:
-                self.backend.control.put(self._item(updated), condition=condition, values=values)
+                self.backend.control.put(self._item(updated), condition=condition, names=names, values=values)
             except ConditionFailed:
                 time.sleep(0.01 * (attempt + 1))
                 continue
             if fence is not None:
                 faults.crash_point(faults.COORDINATOR_AFTER_MAP_WRITE)
-            self.backend.mirror.write(name, updated.model_dump_json())
+            self._write_mirrors(updated)
             return updated
         raise errors.Conflict(f"queue {name!r} is being changed concurrently; retry")
 
     def repair_mirror(self, queue: Queue) -> bool:
-        """Rewrite the SSM mirror when it lags the control item (a writer died between the two).
-        Brokers would otherwise keep an old map until the next change; True when it was repaired."""
+        """Rewrite this region's SSM mirror when it lags the control item (a writer died between the two,
+        or could not reach this region). Brokers would otherwise keep an old map until the next change;
+        True when it was repaired."""
         doc = self.backend.mirror.read(queue.name)
         if doc is not None and Queue.model_validate_json(doc).version >= queue.version:
             return False
         self.backend.mirror.write(queue.name, queue.model_dump_json())
         return True
 
-    def _new_shard(self, shard_id: int, now: int) -> Shard:
-        return Shard(id=shard_id, table=shard_id % len(self.backend.shard_tables), created_ms=now)
+    def _write_mirrors(self, queue: Queue) -> None:
+        """This region's mirror (a failure is the caller's error, as in a single region), then every
+        other region's: one that fails is logged, and that region's coordinator repairs it."""
+        doc = queue.model_dump_json()
+        self.backend.mirror.write(queue.name, doc)
+        for store in self.backend.remote.values():
+            try:
+                store.mirror.write(queue.name, doc)
+            except errors.SluiceError as exc:
+                log.warning(
+                    "queue %s v%d: the mirror in %s was not written (%s); its coordinator repairs it",
+                    queue.name,
+                    queue.version,
+                    store.region,
+                    exc,
+                )
 
     @staticmethod
     def _item(queue: Queue) -> dict[str, Any]:
         return {
             keys.PK: keys.queue_pk(queue.name),
             keys.SK: keys.QUEUE_SK,
-            "version": queue.version,
-            "fence": queue.fence,
+            keys.QUEUE_VERSION: queue.version,
+            keys.QUEUE_FENCE: queue.fence,
+            **{keys.fence_attribute(region): token for region, token in queue.fences.items()},
             "incarnation": queue.incarnation,
             keys.DOC: queue.model_dump_json(),
         }

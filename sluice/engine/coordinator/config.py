@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from sluice import constants as c
+from sluice.engine import keys
 from sluice.engine.scaling import ScalingPolicy
 from sluice.engine.workplan import ShardWorkPolicy
 from sluice.settings import CoordinatorSettings
@@ -27,7 +28,9 @@ class CoordinatorConfig:
     shard_function: str | None = None
     consumer_function: str | None = None
     push_batches_per_worker: int = 4  # k in workers = min(max_concurrency, ceil(backlog / batch / k))
-    ownership_sk: str = "LEASE"  # the ownership item's sort key under COORDINATOR (tests isolate by it)
+    # The ownership item's sort key under COORDINATOR (tests isolate by it); one item per region
+    # (`keys.coordinator_ownership_sk`).
+    ownership_sk: str = keys.COORDINATOR_OWNERSHIP_SK
     queues: list[str] | None = None  # only these queues (tests); None: every queue
 
     @classmethod

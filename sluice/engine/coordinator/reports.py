@@ -1,15 +1,59 @@
 """What a coordinator run reports: per pass, and per queue within a pass (the handler turns these into
-metrics and logs)."""
+metrics and logs). Multi-region: a queue's figures are the coordinator's region's; the home region's
+coordinator also reports the queue over every region (`Figures.total` of each region's last pass)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+
+@dataclass(frozen=True)
+class Figures:
+    """A queue's health in one region (or summed over regions): what the metrics carry."""
+
+    open_shards: int = 0
+    backlog: dict[str, int] = field(default_factory=dict)  # per consumer group
+    writes_per_s: float = 0.0
+    oldest_message_age_s: float = 0.0
+
+    @property
+    def total_backlog(self) -> int:
+        return max(self.backlog.values(), default=0)
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "o": self.open_shards,
+            "b": self.backlog,
+            "w": self.writes_per_s,
+            "a": self.oldest_message_age_s,
+        }
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> Figures:
+        return cls(int(doc["o"]), {g: int(n) for g, n in doc["b"].items()}, float(doc["w"]), float(doc["a"]))
+
+    @classmethod
+    def total(cls, parts: Iterable[Figures]) -> Figures:
+        """Over regions: shards, backlogs and rates add up; the oldest message is the oldest anywhere."""
+        parts = list(parts)
+        backlog: dict[str, int] = {}
+        for part in parts:
+            for group, count in part.backlog.items():
+                backlog[group] = backlog.get(group, 0) + count
+        return cls(
+            open_shards=sum(p.open_shards for p in parts),
+            backlog=backlog,
+            writes_per_s=sum(p.writes_per_s for p in parts),
+            oldest_message_age_s=max((p.oldest_message_age_s for p in parts), default=0.0),
+        )
 
 
 @dataclass
 class QueueReport:
     queue: str
+    region: str | None = None  # the coordinator's region (None: single region); the figures are its shards'
     open_shards: int = 0
     sealed_shards: int = 0
     backlog: dict[str, int] = field(default_factory=dict)  # per consumer group
@@ -23,10 +67,14 @@ class QueueReport:
     push_workers_started: int = 0
     shard_work: list[dict[str, Any]] = field(default_factory=list)  # ShardWorkEvent payloads sent
     reason: str = ""
+    all_regions: Figures | None = None  # the home region's coordinator in a multi-region deployment
 
     @property
     def total_backlog(self) -> int:
         return max(self.backlog.values(), default=0)
+
+    def figures(self) -> Figures:
+        return Figures(self.open_shards, dict(self.backlog), self.writes_per_s, self.oldest_message_age_s)
 
 
 @dataclass
@@ -36,3 +84,4 @@ class RunReport:
     token: int | None = None
     message: str = ""
     queues: list[QueueReport] = field(default_factory=list)
+    region: str | None = None

@@ -11,6 +11,11 @@ Every map write carries it (`QueueRegistry.modify(fence=token)`, condition `fenc
 coordinator that took over an expired ownership stamps its token on every queue before acting, so a
 stale coordinator that still believes it owns the pass fails its conditional write instead of
 overwriting a newer map. See docs/design.md "Coordinator" for the sealing order argument.
+
+Multi-region: a coordinator runs in every region and passes over its own region's shards only (their
+load, scaling, sealing, retirement, shard work, push workers for their backlog, its region's SSM
+mirror); its ownership item, fencing token and saved state are its region's. It also gives a queue
+`min_shards` open shards in its region when the queue has none there (a region added later).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from sluice.engine.backend import Backend
 from sluice.engine.coordinator import observe
 from sluice.engine.coordinator.config import CoordinatorConfig, Invoker
 from sluice.engine.coordinator.dispatch import Dispatcher
-from sluice.engine.coordinator.reports import QueueReport, RunReport
+from sluice.engine.coordinator.reports import Figures, QueueReport, RunReport
 from sluice.engine.coordinator.state import SavedState, StateStore
 from sluice.engine.ownership import Ownership
 from sluice.engine.queues import QueueRegistry
@@ -38,6 +43,7 @@ log = logging.getLogger(__name__)
 
 RETIRED_KEPT = 16  # retired shards kept in the map for lineage; older ones are dropped
 MIRROR_CHECK_EVERY_MS = 60_000  # the SSM mirror is checked against the control item this often
+FIGURES_FRESH_MS = 300_000  # another region's last pass counts in the all-regions figures this long
 
 
 class Coordinator:
@@ -56,16 +62,18 @@ class Coordinator:
         self.queues = queues
         self.config = config or CoordinatorConfig()
         self.holder = holder or f"coordinator-{uuid.uuid4().hex[:12]}"
+        self.region = queues.region  # None: a single-region deployment
+        self.home = queues.home_region
         self.ownership = Ownership(
             backend.control,
             keys.COORDINATOR_PK,
-            self.config.ownership_sk,
+            keys.coordinator_ownership_sk(self.config.ownership_sk, self.region),
             self.holder,
             self.config.ownership_ms,
             backend.clock,
         )
         self.shard_states = ShardStateReader(backend)
-        self.saved = StateStore(backend.control)
+        self.saved = StateStore(backend.control, self.region)
         self.dispatch = Dispatcher(backend, invoker, self.config)
 
     # -- entry points --
@@ -98,10 +106,16 @@ class Coordinator:
                 f"(token {seen.get(keys.OWNER_TOKEN)}) until {seen.get(keys.OWNER_EXPIRES_MS)}"
             )
             log.info(message)
-            return RunReport(self.holder, acted=False, message=message)
+            return RunReport(self.holder, acted=False, message=message, region=self.region)
         token = self.ownership.token
         assert token is not None
-        report = RunReport(self.holder, acted=True, token=token, message=f"owning the pass, token {token}")
+        report = RunReport(
+            self.holder,
+            acted=True,
+            token=token,
+            message=f"owning the pass, token {token}",
+            region=self.region,
+        )
         names = self._queue_names()
         if self.ownership.took_over_expired:
             self._stamp_fence(names, token)
@@ -125,9 +139,12 @@ class Coordinator:
 
     def run_queue(self, name: str, token: int) -> QueueReport:
         queue = self.queues.get(name)
+        if not [s for s in self._mine(queue) if s.state == "open"]:
+            queue = self._add_region_shards(queue, token)
         now = self.backend.clock()
+        readable = [s for s in self._mine(queue) if s.state != "retired"]
         # A HEAD read throttled on every retry must not fail the pass: it is the signal to scale up.
-        reads, unread = self.shard_states.read_available(queue, queue.readable_shards, sorted(queue.groups))
+        reads, unread = self.shard_states.read_available(queue, readable, sorted(queue.groups))
         saved = self.saved.load(queue)
         mirror_checked_at = saved.mirror_checked_at
         if now - mirror_checked_at >= MIRROR_CHECK_EVERY_MS:
@@ -154,7 +171,7 @@ class Coordinator:
             low_since_ms=saved.low_since_ms,
         )
         decision = decide(obs, self.config.policy) if dt > 0 else _first_pass(obs)
-        report = QueueReport(queue=queue.name, reason=decision.reason)
+        report = QueueReport(queue=queue.name, region=self.region, reason=decision.reason)
         report.writes_per_s = sum(s.messages_per_s for s in shard_obs)
         report.throttles_per_s = sum(s.throttles_per_s for s in shard_obs)
         report.unreadable = [s.id for s in unread]
@@ -166,6 +183,8 @@ class Coordinator:
         self._seal_heads(queue, reads, unread)
         cadence = dict(saved.cadence)
         work = self.dispatch.plan_shard_work(queue, reads, cadence, now)  # marks its cadence
+        report.open_shards = sum(1 for s in self._mine(queue) if s.state == "open")
+        report.sealed_shards = sum(1 for s in self._mine(queue) if s.state == "sealed")
         self.saved.save(
             queue,
             SavedState(
@@ -174,10 +193,11 @@ class Coordinator:
                 low_since_ms=decision.low_since_ms,
                 mirror_checked_at=mirror_checked_at,
                 cadence=cadence,
+                figures=report.figures() if self.region else None,
             ),
         )
-        report.open_shards = len(queue.open_shards)
-        report.sealed_shards = sum(1 for s in queue.shards if s.state == "sealed")
+        if self.region is not None and self.region == self.home:
+            report.all_regions = self._all_regions(queue, report, now)
         report.push_workers_started = self.dispatch.start_push_workers(queue, report.backlog, now)
         report.shard_work = [event.to_payload() for event in work]
         self.dispatch.send_shard_work(report.shard_work)
@@ -193,30 +213,32 @@ class Coordinator:
         return report
 
     def _apply(self, queue: Queue, decision: Decision, token: int, report: QueueReport) -> Queue:
-        """The new map first, with the fencing token; HEAD seals follow (`_seal_heads`)."""
+        """The new map first, with the fencing token; HEAD seals follow (`_seal_heads`). Only this
+        region's shards change (another region's coordinator owns the rest of the map)."""
         now = self.backend.clock()
         tables = len(self.backend.shard_tables)
 
         def change(current: Queue) -> Queue:
+            mine = {s.id for s in self._mine(current)}
             shards = [s.model_copy() for s in current.shards]
-            open_ids = [s.id for s in shards if s.state == "open"]
+            open_ids = [s.id for s in shards if s.state == "open" and s.id in mine]
             for shard in shards:
+                if shard.id not in mine:
+                    continue
                 if shard.id in decision.seal and shard.state == "open" and len(open_ids) > 1:
                     shard.state = "sealed"
                     open_ids.remove(shard.id)
                 elif shard.id in decision.retire and shard.state == "sealed":
                     shard.state = "retired"
-            retired = [s for s in shards if s.state == "retired"]
+            retired = [s for s in shards if s.state == "retired" and s.id in mine]
             drop = {s.id for s in retired[: max(0, len(retired) - RETIRED_KEPT)]}
             shards = [s for s in shards if s.id not in drop]
-            first = current.next_shard_id
-            for sid in range(first, first + decision.add):
-                shards.append(Shard(id=sid, table=sid % tables, created_ms=now))
-            return current.model_copy(update={"shards": shards, "next_shard_id": first + decision.add})
+            updated = current.model_copy(update={"shards": shards})
+            return updated.with_new_shards(decision.add, self.region, tables, now)
 
-        before = {s.id: s.state for s in queue.shards}
+        before = {s.id: s.state for s in self._mine(queue)}
         updated = self.queues.modify(queue.name, change, fence=token)
-        after = {s.id: s.state for s in updated.shards}
+        after = {s.id: s.state for s in self._mine(updated)}
         report.added = [sid for sid in after if sid not in before]
         report.sealed = [sid for sid, st in after.items() if st == "sealed" and before.get(sid) == "open"]
         report.retired = [sid for sid, st in after.items() if st == "retired" and before.get(sid) == "sealed"]
@@ -229,7 +251,7 @@ class Coordinator:
         head_sealed = {r.shard.id for r in reads if r.head.sealed}
         unread_sealed = {s.id for s in unread if s.state == "sealed"}  # sealed before this pass
         now = self.backend.clock()
-        for shard in queue.shards:
+        for shard in self._mine(queue):
             if shard.state != "sealed" or shard.id in head_sealed or shard.id in unread_sealed:
                 continue
             self.backend.table_for(shard).update(
@@ -239,6 +261,41 @@ class Coordinator:
                 names={"#s": keys.HEAD_SEALED, "#sm": keys.HEAD_SEALED_MS},
                 values={":t": True, ":now": now},
             )
+
+    def _all_regions(self, queue: Queue, report: QueueReport, now: int) -> Figures:
+        """This pass's figures plus every other region's coordinator's last ones (read from its saved
+        state, home-local); a region whose last pass is older than `FIGURES_FRESH_MS` is left out."""
+        parts = [report.figures()]
+        for region in self.queues.regions:
+            if region is None or region == self.region:
+                continue
+            other = self.saved.in_region(region).load(queue)
+            if other.figures is not None and other.at is not None and now - other.at <= FIGURES_FRESH_MS:
+                parts.append(other.figures)
+        return Figures.total(parts)
+
+    def _mine(self, queue: Queue) -> list[Shard]:
+        """This region's shards of `queue` (every shard in a single-region deployment)."""
+        return queue.shards_in(self.region, self.home)
+
+    def _add_region_shards(self, queue: Queue, token: int) -> Queue:
+        """`min_shards` open shards in this region for a queue that has none open here (a region added
+        to the deployment after the queue was made), with the fencing token like any map change."""
+
+        def change(current: Queue) -> Queue:
+            if any(s.state == "open" for s in self._mine(current)):
+                return current
+            count, tables = current.settings.min_shards, len(self.backend.shard_tables)
+            return current.with_new_shards(count, self.region, tables, self.backend.clock())
+
+        updated = self.queues.modify(queue.name, change, fence=token)
+        log.info(
+            "queue %s: %d shards added in region %s",
+            queue.name,
+            updated.next_shard_id - queue.next_shard_id,
+            self.region,
+        )
+        return updated
 
     def _queue_names(self) -> list[str]:
         if self.config.queues is not None:
@@ -263,7 +320,7 @@ class Coordinator:
         for name in names:
             try:
                 queue = self.queues.get(name)
-                if queue.fence < token:
+                if queue.fence_of(self.region) < token:
                     self.queues.modify(name, lambda q: q, fence=token)
             except errors.QueueNotFound:
                 continue
