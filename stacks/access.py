@@ -41,18 +41,20 @@ from aws_cdk import aws_dynamodb as ddb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
-from cdk_nag import NagSuppressions
+from cdk_nag import NagPackSuppression, NagSuppressions
 
 from sluice import constants as c
+from stacks.nag import OWN_BUCKET_OBJECTS, PARTITION, iam5
 from stacks.regions import Deployment
 from stacks.storage import Storage
 
 SSM_READ = ("ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath")
 SSM_WRITE = ("ssm:PutParameter",)
 SSM_DELETE = ("ssm:DeleteParameter", "ssm:DeleteParameters")
-# cdk-nag finding patterns of the multi-region grants (other regions' buckets, this region's secret replica).
-REMOTE_BUCKET_OBJECTS = r"/^Resource::arn:<AWS::Partition>:s3:::sluice-.*-segments-.*\/.*\*$/g"
-LEASE_KEY_REPLICA = r"/^Resource::arn:<AWS::Partition>:secretsmanager:.*lease-key-\?{6}$/g"
+# cdk-nag IAM5 finding patterns (the wildcard resources the grants below have).
+SHARD_MAP_PARAMETERS = rf"/^Resource::arn:{PARTITION}:ssm:.*shard-maps/\*$/g"
+REMOTE_BUCKET_OBJECTS = rf"/^Resource::arn:{PARTITION}:s3:::sluice-.*-segments-.*\/.*\*$/g"
+PUSH_TARGETS = rf"/^Resource::arn:{PARTITION}:lambda:.*$/g"
 
 
 def shard_map_parameter_arns(stack: Stack, prefix: str, region: str | None = None) -> list[str]:
@@ -206,75 +208,52 @@ def grant_function_access(
     for name, fn in functions.items():
         assert fn.role is not None
         NagSuppressions.add_resource_suppressions(
-            fn.role,
-            [
-                {
-                    "id": "AwsSolutions-IAM5",
-                    "reason": "X-Ray PutTraceSegments/PutTelemetryRecords support no resource-level "
-                    "permissions, so active tracing needs Resource '*'.",
-                    "applies_to": ["Resource::*"],
-                },
-                *(
-                    [
-                        {
-                            "id": "AwsSolutions-IAM5",
-                            "reason": "Shard maps are one SSM parameter per queue created at runtime; the "
-                            "grant is limited to this stage's shard-map path.",
-                            "applies_to": [
-                                {"regex": "/^Resource::arn:<AWS::Partition>:ssm:.*shard-maps/\\*$/g"}
-                            ],
-                        }
-                    ]
-                    if name != c.FN_SHARD
-                    else []
-                ),
-                *(
-                    [
-                        {
-                            "id": "AwsSolutions-IAM5",
-                            "reason": "Segment and overflow object keys are created at runtime (queue, "
-                            "shard, sequence range); the grant is limited to this one bucket"
-                            + (" and its overflow/ prefix." if name == c.FN_BROKER else "."),
-                            "applies_to": [{"regex": "/^Resource::<.*SegmentBucket.*\\.Arn>\\/.*\\*$/g"}],
-                        }
-                    ]
-                    if name != c.FN_COORDINATOR
-                    else []
-                ),
-                *(
-                    [
-                        {
-                            "id": "AwsSolutions-IAM5",
-                            "reason": "Segment and overflow object keys are created at runtime; the grant "
-                            "is limited to the other regions' segment buckets of this stage (named "
-                            "sluice-<stage>-segments-<account>-<region>), which this function reads "
-                            "or writes across regions.",
-                            "applies_to": [{"regex": REMOTE_BUCKET_OBJECTS}],
-                        },
-                        {
-                            "id": "AwsSolutions-IAM5",
-                            "reason": "Lease-key secret replica of this region, referred to by its fixed "
-                            "name: its ARN ends in six characters Secrets Manager picks, matched by ?????? "
-                            "(only that one secret).",
-                            "applies_to": [{"regex": LEASE_KEY_REPLICA}],
-                        },
-                    ]
-                    if deployment is not None and name in (c.FN_BROKER, c.FN_CONSUMER)
-                    else []
-                ),
-                *(
-                    [
-                        {
-                            "id": "AwsSolutions-IAM5",
-                            "reason": "Push consumers of type lambda invoke user functions chosen at "
-                            "runtime; the grant is limited to the functions named by context "
-                            "push_lambda_targets (default sluice-<stage>-push-*) and their versions.",
-                            "applies_to": [{"regex": "/^Resource::arn:<AWS::Partition>:lambda:.*$/g"}],
-                        }
-                    ]
-                    if name == c.FN_CONSUMER
-                    else []
-                ),
-            ],
-            apply_to_children=True,
+            fn.role, role_suppressions(name, multi_region=deployment is not None), apply_to_children=True
         )
+
+
+def role_suppressions(name: str, *, multi_region: bool) -> list[NagPackSuppression]:
+    """The wildcard resources a function's role has, each with why it cannot be narrower."""
+    found = [
+        iam5(
+            "X-Ray PutTraceSegments/PutTelemetryRecords support no resource-level permissions, so active "
+            "tracing needs Resource '*'.",
+            "Resource::*",
+        )
+    ]
+    if name != c.FN_SHARD:
+        found.append(
+            iam5(
+                "Shard maps are one SSM parameter per queue created at runtime; the grant is limited to this "
+                "stage's shard-map path" + (" in each region of the deployment." if multi_region else "."),
+                SHARD_MAP_PARAMETERS,
+            )
+        )
+    if name != c.FN_COORDINATOR:
+        found.append(
+            iam5(
+                "Segment and overflow object keys are created at runtime (queue, shard, sequence range); the "
+                "grant is limited to this one bucket"
+                + (" and its overflow/ prefix." if name == c.FN_BROKER else "."),
+                OWN_BUCKET_OBJECTS,
+            )
+        )
+    if multi_region and name in (c.FN_BROKER, c.FN_CONSUMER):
+        found.append(
+            iam5(
+                "Segment and overflow object keys are created at runtime; the grant is limited to the other "
+                "regions' segment buckets of this stage (sluice-<stage>-segments-<account>-<region>), which "
+                "this function reads or writes across regions.",
+                REMOTE_BUCKET_OBJECTS,
+            )
+        )
+    if name == c.FN_CONSUMER:
+        found.append(
+            iam5(
+                "Push consumers of type lambda invoke user functions chosen at runtime; the grant is limited "
+                "to the functions named by context push_lambda_targets (default sluice-<stage>-push-*) and "
+                "their versions.",
+                PUSH_TARGETS,
+            )
+        )
+    return found
