@@ -121,7 +121,7 @@ def grant_function_access(
 ) -> None:
     stack = Stack.of(storage)
     regional = RegionalResources(storage, deployment) if deployment else None
-    every_region = list(deployment.regions) if deployment else [None]
+    every_region: list[str | None] = [*deployment.regions] if deployment else [None]
     bucket = storage.segment_bucket
 
     def ssm(fn: lambda_.Function, actions: tuple[str, ...], regions: list[str | None]) -> None:

@@ -81,7 +81,8 @@ def regions_of(context: dict[str, Any] | None) -> list[str]:
 
 def template_names(context: dict[str, Any] | None = None) -> list[str]:
     """The template files one synthesis with `context` writes: one per region, or `SluiceStack`'s."""
-    return [f"{stack_id(r)}.template.json" for r in regions_of(context) or [None]]
+    regions: list[str | None] = [*regions_of(context)] or [None]
+    return [f"{stack_id(r)}.template.json" for r in regions]
 
 
 def template_name(context: dict[str, Any] | None = None, region: str | None = None) -> str:

@@ -320,3 +320,79 @@ def test_bad_regions_are_refused(regions: str, stage: str, message: str) -> None
     with pytest.raises(ValueError, match=message):
         SluiceConfig(regions=regions, stage=stage).validate()
     assert SluiceConfig(regions=f" {HOME} , {OTHER} ").region_list == list(REGIONS)
+
+
+# -- the local runtime's view: templates per region, calls judged by the caller's region -------------------
+def test_a_call_is_judged_by_the_role_of_the_callers_region(
+    templates: dict[str, Any], tmp_path: Path
+) -> None:
+    """The same call (a query of a us-east-1 shard table) from each region's coordinator and consumer:
+    only the coordinator of us-east-1 and the consumers may make it."""
+    import json
+
+    query = table_arn(HOME, SHARD0)
+    lines = [
+        {"function": fn, "stage": STAGE, "region": HOME, "action": "dynamodb:Query", "resource": query}
+        | {"caller_region": caller, "regions": CONTEXT["regions"]}
+        for fn in (c.FN_COORDINATOR, c.FN_CONSUMER)
+        for caller in REGIONS
+    ]
+    path = tmp_path / "calls.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    calls = iamcheck.load_calls(path)
+    asked: list[tuple[str, str | None, str | None]] = []
+
+    def template_for(stage: str, regions: str | None = None, region: str | None = None) -> dict[str, Any]:
+        asked.append((stage, regions, region))
+        assert regions == CONTEXT["regions"] and region
+        return templates[region]
+
+    denials = iamcheck.check(calls, template_for)
+    assert [(d.call.function, d.call.caller_region) for d in denials] == [(c.FN_COORDINATOR, OTHER)]
+    assert sorted(set(asked)) == sorted((STAGE, CONTEXT["regions"], r) for r in REGIONS)
+
+
+def test_template_lookup_per_region_without_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One synthesis writes every region's template; each is read by region (default: home), a region
+    the context does not list is refused, and a missing region template makes the cache stale."""
+    import json
+
+    from sluice.local import template as tpl
+
+    root = tmp_path / "repo"
+    (root / "stacks").mkdir(parents=True)
+    (root / "app.py").write_text("")
+    monkeypatch.setenv("SLUICE_REPO_ROOT", str(root))
+    monkeypatch.setattr(tpl.shutil, "which", lambda _: None)  # a synthesis would fail: none may start
+    outdir = tpl.outdir_for(root, CONTEXT)
+    outdir.mkdir(parents=True)
+    (outdir / tpl.HASH_FILE).write_text(tpl.input_hash(root, CONTEXT) + "\n")
+    for region in REGIONS:
+        (outdir / f"SluiceStack-{region}.template.json").write_text(json.dumps({"Description": region}))
+
+    assert tpl.template_names(CONTEXT) == [f"SluiceStack-{r}.template.json" for r in REGIONS]
+    assert tpl.load_template(CONTEXT)["Description"] == HOME
+    assert tpl.load_template(CONTEXT, region=OTHER)["Description"] == OTHER
+    assert {r: t["Description"] for r, t in tpl.region_templates(CONTEXT).items()} == {r: r for r in REGIONS}
+    with pytest.raises(tpl.TemplateUnavailable, match="not one of"):
+        tpl.load_template(CONTEXT, region="ap-south-1")
+    (outdir / f"SluiceStack-{OTHER}.template.json").unlink()
+    with pytest.raises(tpl.TemplateUnavailable, match=r"Node\.js"):
+        tpl.load_template(CONTEXT, region=HOME)
+
+
+def test_the_local_runtime_can_provision_the_home_template(
+    moto_endpoint: str, templates: dict[str, Any]
+) -> None:
+    """provision() reads the global table (`AWS::DynamoDB::GlobalTable`) like a plain table."""
+    import boto3
+
+    from sluice.local.provision import provision
+
+    settings = provision(moto_endpoint, stage="mr1", template=templates[HOME])
+    assert settings.control_table == c.physical_name("mr1", c.LOGICAL_CONTROL_TABLE)
+    ddb = boto3.client("dynamodb", endpoint_url=moto_endpoint)
+    desc = ddb.describe_table(TableName=settings.control_table)["Table"]
+    assert [k["AttributeName"] for k in desc["KeySchema"]] == [c.PARTITION_KEY, c.SORT_KEY]
+    ttl = ddb.describe_time_to_live(TableName=settings.control_table)["TimeToLiveDescription"]
+    assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": c.TTL_ATTRIBUTE}
