@@ -169,7 +169,8 @@ class SluiceStack(Stack):
                 ],
             ),
         )
-        CfnOutput(self, "LeaseKeySecretArn", value=self.lease_key.secret.secret_arn)
+        # Multi-region: the secret's name (each region's replica has it; rotate in the home region).
+        CfnOutput(self, "LeaseKeySecretArn", value=self.lease_key.secret_id)
         CfnOutput(self, "DashboardName", value=self.dashboard_name)
         CfnOutput(self, "ApiAccessLogGroup", value=self.http.access_logs.log_group_name)
         for name, fn in self.functions.items():

@@ -146,6 +146,8 @@ def test_the_lease_key_secret_lives_in_the_home_stack_and_is_replicated(template
     assert secret["Name"] == c.physical_name(STAGE, c.LOGICAL_LEASE_KEY_SECRET)
     assert secret["ReplicaRegions"] == [{"Region": OTHER}]
     assert c.LOGICAL_LEASE_KEY_SECRET not in res(templates, OTHER)
+    for region in REGIONS:  # what `sluice lease-key rotate --secret-id` is given, in any region
+        assert templates[region]["Outputs"]["LeaseKeySecretArn"]["Value"] == secret["Name"]
 
 
 def test_dashboards_are_named_per_region(templates: dict[str, Any]) -> None:
