@@ -78,7 +78,8 @@ DEFAULT_CAPACITY_MIN_UNITS: Final = 5  # per shard table, read and write each
 DEFAULT_CAPACITY_MAX_UNITS: Final = 4_000
 DEFAULT_LAMBDA_MEMORY_MB: Final = 1024  # every function (CDK context `lambda_memory_mb`); the bench prices it
 SHARD_MAP_PREFIX_TEMPLATE: Final = "/sluice/{stage}/shard-maps"
-LEASE_KEY_SECRET_NAME_TEMPLATE: Final = "sluice/{stage}/lease-key"  # local only: the stack lets CFN name it
+# Local and multi-region only: a single-region stack lets CloudFormation name the secret.
+LEASE_KEY_SECRET_NAME_TEMPLATE: Final = "sluice/{stage}/lease-key"
 
 # Key schema shared by every table: string partition key + string sort key, TTL on `exp`.
 PARTITION_KEY: Final = "pk"
@@ -93,6 +94,43 @@ LOGICAL_CONTROL_TABLE: Final = "ControlTable"
 LOGICAL_SHARD_TABLE_PREFIX: Final = "ShardTable"
 LOGICAL_SEGMENT_BUCKET: Final = "SegmentBucket"
 LOGICAL_LEASE_KEY_SECRET: Final = "LeaseKeySecret"
+S3_BUCKET_NAME_MAX: Final = 63
+
+
+def physical_name(
+    stage: str, logical_id: str, *, account: str | None = None, region: str | None = None
+) -> str:
+    """The deterministic name of a Sluice resource, from its logical id: one function for the
+    multi-region stack (a function in one region names another region's tables, bucket and secret
+    without cross-region references) and the local runtime (which names what it creates on moto).
+
+    ControlTable -> `sluice-<stage>-control`, ShardTable<i> -> `sluice-<stage>-shards-<i>` (the same names
+    in every region; the control table is one global table), SegmentBucket -> `sluice-<stage>-segments`,
+    plus `-<account>-<region>` when both are given (S3 names are global: one bucket per account and
+    region), LeaseKeySecret -> `sluice/<stage>/lease-key` (replicated to every region under that name),
+    anything else -> `sluice-<stage>-<logical id in lower case>`.
+    """
+    if logical_id == LOGICAL_CONTROL_TABLE:
+        return f"sluice-{stage}-control"
+    index = logical_id.removeprefix(LOGICAL_SHARD_TABLE_PREFIX)
+    if index != logical_id and index.isdigit():
+        return f"sluice-{stage}-shards-{index}"
+    if logical_id == LOGICAL_SEGMENT_BUCKET:
+        suffix = f"-{account}-{region}" if account and region else ""
+        return f"sluice-{stage}-segments{suffix}"
+    if logical_id == LOGICAL_LEASE_KEY_SECRET:
+        return LEASE_KEY_SECRET_NAME_TEMPLATE.format(stage=stage)
+    return f"sluice-{stage}-{logical_id.lower()}"
+
+
+# CDK construct ids of the stacks: the template files are `<id>.template.json` in the cloud assembly.
+STACK_ID: Final = "SluiceStack"
+
+
+def stack_id(region: str | None = None) -> str:
+    """`SluiceStack` for a single-region deployment, `SluiceStack-<region>` for each region of several."""
+    return f"{STACK_ID}-{region}" if region else STACK_ID
+
 
 # --- Functions ----------------------------------------------------------------------------------------
 FN_BROKER: Final = "broker"

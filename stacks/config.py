@@ -15,6 +15,9 @@ from constructs import Node
 from sluice import constants as c
 
 # A function name (wildcards allowed) or a full Lambda function ARN, optionally qualified.
+REGION_RE = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
+# The longest account id, for checking the segment bucket's name (account and region in it) fits S3's limit.
+ACCOUNT_ID_PLACEHOLDER = "0" * 12
 PUSH_TARGET_RE = re.compile(
     r"[A-Za-z0-9_*-]{1,140}|arn:aws[a-z-]*:lambda:[a-z0-9*-]+:(\d{12}|\*):function:[A-Za-z0-9_*-]+(:[A-Za-z0-9_$*-]+)?"
 )
@@ -61,6 +64,10 @@ class SluiceConfig:
     # Open Durable Streams protocol: /v1/stream/ paths starting with this prefix are served without a
     # token ("*": every path). Off ("") by default; for conformance runs and public demo streams.
     open_stream_prefix: str = ""
+    # Multi-region (docs/deploy.md): comma-separated regions, the home region first. Set: one stack per
+    # region (`SluiceStack-<region>`, `sluice-<stage>-<region>`), the control table a global table in
+    # the home region's stack. Empty: the single-region `SluiceStack`.
+    regions: str = ""
 
     @classmethod
     def from_node(cls, node: Node) -> SluiceConfig:
@@ -102,6 +109,29 @@ class SluiceConfig:
                     f"push_lambda_targets entry {target!r}: use a function name or a Lambda function "
                     "ARN (letters, digits, '-', '_', '*', ':' in ARNs)"
                 )
+
+        regions = self.region_list
+        if regions:
+            if len(regions) < 2 or len(set(regions)) != len(regions):
+                raise ValueError(
+                    "regions: list two or more distinct regions, home first (omit it for one region)"
+                )
+            for region in regions:
+                if not REGION_RE.fullmatch(region):
+                    raise ValueError(f"regions: {region!r} is not a region name like us-east-1")
+                bucket = c.physical_name(
+                    self.stage, c.LOGICAL_SEGMENT_BUCKET, account=ACCOUNT_ID_PLACEHOLDER, region=region
+                )
+                if len(bucket) > c.S3_BUCKET_NAME_MAX:
+                    raise ValueError(
+                        f"stage {self.stage!r}: the segment bucket name {bucket!r} is longer than "
+                        f"{c.S3_BUCKET_NAME_MAX} characters; use a shorter stage"
+                    )
+
+    @property
+    def region_list(self) -> list[str]:
+        """The regions of a multi-region deployment, home first (empty: single region)."""
+        return [r.strip() for r in self.regions.split(",") if r.strip()]
 
     @property
     def push_lambda_target_list(self) -> list[str]:

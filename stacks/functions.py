@@ -117,10 +117,14 @@ def base_environment(
     shard_map_prefix: str,
     stage: str,
     lease_key_secret: str,
+    regions: list[str] | None = None,
+    region: str | None = None,
+    segment_buckets: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """The one environment mapping every function gets; `Settings.from_env` reads it back."""
+    """The one environment mapping every function gets; `Settings.from_env` reads it back. A
+    multi-region stack adds every region (home first), its own, and every region's segment bucket."""
     defaults = Settings.model_fields
-    return {
+    env = {
         c.ENV_CONTROL_TABLE: control_table,
         c.ENV_SHARD_TABLES: Fn.join(",", shard_tables),
         c.ENV_SEGMENT_BUCKET: segment_bucket,
@@ -133,6 +137,12 @@ def base_environment(
         c.ENV_POWERTOOLS_SERVICE_NAME: c.SERVICE_NAME,
         c.ENV_POWERTOOLS_METRICS_NAMESPACE: c.METRICS_NAMESPACE,
     }
+    if regions:
+        assert region and segment_buckets, "a multi-region environment names its region and every bucket"
+        env[c.ENV_REGIONS] = ",".join(regions)
+        env[c.ENV_REGION] = region
+        env[c.ENV_SEGMENT_BUCKETS] = Fn.join(",", [f"{r}={segment_buckets[r]}" for r in regions])
+    return env
 
 
 class FunctionFactory(Construct):

@@ -21,6 +21,7 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from stacks.glue_artifact import REPO_ROOT, build_glue_artifact
+from stacks.nag import OWN_BUCKET_OBJECTS, PARTITION, iam5
 from stacks.storage import EXPORTS_PREFIX, GLUE_TMP_PREFIX, SEGMENTS_PREFIX, Storage
 
 GLUE_VERSIONS = {"glue5": "5.0", "glue6": "6.0"}
@@ -102,20 +103,16 @@ class GlueJobs(Construct):
         NagSuppressions.add_resource_suppressions(
             self.role,
             [
-                {
-                    "id": "AwsSolutions-IAM5",
-                    "reason": "Segment, export and Glue temp object keys are created at runtime; each grant "
-                    "is limited to one prefix of this stack's segment bucket.",
-                    "applies_to": [{"regex": "/^Resource::<.*SegmentBucket.*\\.Arn>\\/.*\\*$/g"}],
-                },
-                {
-                    "id": "AwsSolutions-IAM5",
-                    "reason": "Glue writes driver/executor logs to log groups under /aws-glue/ whose streams "
-                    "are named per job run at runtime.",
-                    "applies_to": [
-                        {"regex": "/^Resource::arn:<AWS::Partition>:logs:.*:log-group:\\/aws-glue\\/\\*$/g"}
-                    ],
-                },
+                iam5(
+                    "Segment, export and Glue temp object keys are created at runtime; each grant is limited "
+                    "to one prefix of this stack's segment bucket.",
+                    OWN_BUCKET_OBJECTS,
+                ),
+                iam5(
+                    "Glue writes driver/executor logs to log groups under /aws-glue/ whose streams are named "
+                    "per job run at runtime.",
+                    rf"/^Resource::arn:{PARTITION}:logs:.*:log-group:\/aws-glue\/\*$/g",
+                ),
             ],
             apply_to_children=True,
         )

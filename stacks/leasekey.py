@@ -6,6 +6,13 @@ at creation. Rotation: `sluice lease-key rotate` writes a new version whose curr
 whose previous key (the old current) keeps verifying for one visibility period, so no live lease is
 invalidated; functions pick the new version up within their cache TTL, and a lease naming a key a
 container does not know yet makes that container re-read the secret at once.
+
+Multi-region: every region must verify the leases every other region signs (a consumer in one region
+acks a message leased in another), so one secret, named `sluice/<stage>/lease-key`, lives in the home
+region's stack and Secrets Manager replicates it (and each rotation) to every other region; the other
+regions' stacks refer to their replica by that name. A fixed name means a destroyed multi-region stage
+can be deployed again only after the secret's recovery window, or after
+`aws secretsmanager delete-secret --force-delete-without-recovery` (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -17,16 +24,31 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from sluice import constants as c
+from stacks.regions import Deployment
 
 
 class LeaseKey(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, retain: bool) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, retain: bool, deployment: Deployment | None = None
+    ) -> None:
         super().__init__(scope, construct_id)
+        self.deployment = deployment
+        self.secret: secretsmanager.ISecret
+        if deployment is not None and not deployment.is_home:
+            self.secret = secretsmanager.Secret.from_secret_name_v2(
+                self, c.LOGICAL_LEASE_KEY_SECRET, deployment.lease_key_secret_name
+            )
+            return
         self.secret = secretsmanager.Secret(
             self,
             c.LOGICAL_LEASE_KEY_SECRET,
-            # No fixed name: a deleted secret keeps its name for its recovery window (7-30 days), so a
-            # fixed one would make redeploying a destroyed stage fail. Functions get the ARN.
+            # Single region: no fixed name (a deleted secret keeps its name for its recovery window,
+            # 7-30 days, so a fixed one would make redeploying a destroyed stage fail); functions get
+            # the ARN. Multi-region: named and replicated (see above).
+            secret_name=deployment.lease_key_secret_name if deployment else None,
+            replica_regions=(
+                [secretsmanager.ReplicaRegion(region=r) for r in deployment.others] if deployment else None
+            ),
             description="HMAC keys that sign Sluice lease ids (current + previous; see stacks/leasekey.py)",
             generate_secret_string=secretsmanager.SecretStringGenerator(
                 secret_string_template='{"current_id": 1}',
@@ -50,6 +72,14 @@ class LeaseKey(Construct):
                 }
             ],
         )
+
+    @property
+    def secret_id(self) -> str:
+        """What functions are told: the ARN, or with a multi-region deployment the name (the same in
+        every region; each region's functions read their own replica)."""
+        if self.deployment is None:
+            return self.secret.secret_arn
+        return self.deployment.lease_key_secret_name
 
     def grant_read(self, functions: list[lambda_.Function]) -> None:
         for fn in functions:

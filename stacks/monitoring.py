@@ -27,11 +27,12 @@ class Monitoring(Construct):
         *,
         stage: str,
         functions: dict[str, lambda_.Function],
-        tables: list[ddb.Table],
+        tables: list[ddb.ITable],
         api: apigwv2.HttpApi,
         oldest_age_seconds: float,
         lambda_errors: int,
         ddb_throttles: int,
+        dashboard_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cw.Alarm] = []
@@ -80,7 +81,7 @@ class Monitoring(Construct):
                 "(the coordinator should be adding shards)",
             )
 
-        self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"sluice-{stage}")
+        self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=dashboard_name or f"sluice-{stage}")
         self.dashboard.add_widgets(
             cw.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24, height=4),
         )

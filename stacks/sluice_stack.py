@@ -2,6 +2,11 @@
 
 Environment-agnostic (no account/region at synth): ARNs use `Aws.REGION`/`Aws.ACCOUNT_ID` tokens, so
 `python app.py` needs no AWS credentials and one template deploys to any region.
+
+Multi-region (`deployment` given, one stack per region): the stack's region is set (the global table
+and the secret replicas need it), the account stays a token. Resources are named deterministically
+(`stacks.regions`), the home stack holds the global control table and the lease-key secret, and every
+function is told every region and every region's bucket.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from stacks.functions import FunctionFactory, base_environment
 from stacks.glue import GlueJobs
 from stacks.leasekey import LeaseKey
 from stacks.monitoring import Monitoring
+from stacks.regions import Deployment
 from stacks.schedule import CoordinatorSchedule
 from stacks.storage import ShardCapacity, Storage
 
@@ -33,11 +39,22 @@ GLUE_TOKEN_COMMAND = (
 
 
 class SluiceStack(Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, config: SluiceConfig, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: SluiceConfig,
+        deployment: Deployment | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             scope, construct_id, description=f"Sluice serverless sharded queues ({config.stage})", **kwargs
         )
         self.config = config
+        self.deployment = deployment
+        # Dashboard names are global to the account: one per region when there are several.
+        self.dashboard_name = f"sluice-{config.stage}" + (f"-{deployment.region}" if deployment else "")
         Tags.of(self).add("project", "sluice")
         Tags.of(self).add("sluice:stage", config.stage)
 
@@ -48,15 +65,21 @@ class SluiceStack(Stack):
             shard_table_count=config.shard_table_count,
             retain=config.retain_data,
             capacity=shard_capacity(config),
+            deployment=deployment,
         )
-        self.lease_key = LeaseKey(self, "LeaseKey", retain=config.retain_data)
+        self.lease_key = LeaseKey(self, "LeaseKey", retain=config.retain_data, deployment=deployment)
         environment = base_environment(
             control_table=self.storage.control_table.table_name,
             shard_tables=[t.table_name for t in self.storage.shard_tables],
             segment_bucket=self.storage.segment_bucket.bucket_name,
             shard_map_prefix=self.storage.shard_map_prefix,
             stage=config.stage,
-            lease_key_secret=self.lease_key.secret.secret_arn,
+            lease_key_secret=self.lease_key.secret_id,
+            regions=list(deployment.regions) if deployment else None,
+            region=deployment.region if deployment else None,
+            segment_buckets={r: deployment.bucket_name(r) for r in deployment.regions}
+            if deployment
+            else None,
         )
         if config.open_stream_prefix:  # the documented no-token opt-in (docs/api.md)
             environment[c.ENV_OPEN_STREAM_PREFIX] = config.open_stream_prefix
@@ -88,6 +111,7 @@ class SluiceStack(Stack):
             self.storage,
             push_lambda_targets=config.push_lambda_target_list,
             consumer_alias=consumer_alias,
+            deployment=deployment,
         )
         self.lease_key.grant_read([self.functions[c.FN_BROKER], self.functions[c.FN_CONSUMER]])
 
@@ -121,6 +145,7 @@ class SluiceStack(Stack):
             oldest_age_seconds=config.alarm_oldest_message_age_seconds,
             lambda_errors=config.alarm_lambda_errors,
             ddb_throttles=config.alarm_ddb_throttles,
+            dashboard_name=self.dashboard_name,
         )
 
         CfnOutput(self, "ApiUrl", value=self.http.url, description="Base URL of the Sluice HTTP API")
@@ -144,8 +169,9 @@ class SluiceStack(Stack):
                 ],
             ),
         )
-        CfnOutput(self, "LeaseKeySecretArn", value=self.lease_key.secret.secret_arn)
-        CfnOutput(self, "DashboardName", value=f"sluice-{config.stage}")
+        # Multi-region: the secret's name (each region's replica has it; rotate in the home region).
+        CfnOutput(self, "LeaseKeySecretArn", value=self.lease_key.secret_id)
+        CfnOutput(self, "DashboardName", value=self.dashboard_name)
         CfnOutput(self, "ApiAccessLogGroup", value=self.http.access_logs.log_group_name)
         for name, fn in self.functions.items():
             CfnOutput(self, f"{name.capitalize()}LogGroup", value=fn.log_group.log_group_name)

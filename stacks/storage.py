@@ -15,6 +15,11 @@ Segment bucket layout and lifecycle (anything not listed lives until the engine 
 - `glue/tmp/`                     Glue `--TempDir`: expires after 7 days.
 - `exports/`                      Parquet written by the Glue pull consumer: kept.
 Incomplete multipart uploads are aborted after 1 day everywhere.
+
+Multi-region (`deployment` given): tables and the segment bucket get deterministic names
+(`stacks.regions.Deployment`); the home region's stack defines the control table as a global table
+(`TableV2`, one replica in every other region) and the other regions' stacks refer to their replica
+by name. Each region has its own shard tables (same names everywhere) and its own bucket.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from constructs import Construct
 
 from sluice import constants as c
 from sluice.segmentformat import SEGMENT_PREFIX
+from stacks.regions import Deployment
 
 SEGMENTS_PREFIX = f"{SEGMENT_PREFIX}/"
 GLUE_TMP_PREFIX = "glue/tmp/"
@@ -44,13 +50,24 @@ class Storage(Construct):
         shard_table_count: int,
         retain: bool,
         capacity: ShardCapacity | None = None,
+        deployment: Deployment | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
+        self.deployment = deployment
 
-        self.control_table = self._table(c.LOGICAL_CONTROL_TABLE, removal)
+        self.control_table: ddb.ITable = (
+            self._table(c.LOGICAL_CONTROL_TABLE, removal)
+            if deployment is None
+            else self._control_table(deployment, removal)
+        )
         self.shard_tables = [
-            self._table(f"{c.LOGICAL_SHARD_TABLE_PREFIX}{i}", removal, capacity)
+            self._table(
+                f"{c.LOGICAL_SHARD_TABLE_PREFIX}{i}",
+                removal,
+                capacity,
+                name=deployment.shard_table_names[i] if deployment else None,
+            )
             for i in range(shard_table_count)
         ]
 
@@ -67,6 +84,7 @@ class Storage(Construct):
         self.segment_bucket = s3.Bucket(
             self,
             c.LOGICAL_SEGMENT_BUCKET,
+            bucket_name=deployment.bucket_name(deployment.region) if deployment else None,
             encryption=s3.BucketEncryption.S3_MANAGED,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
@@ -90,15 +108,45 @@ class Storage(Construct):
         self.shard_map_prefix = c.SHARD_MAP_PREFIX_TEMPLATE.format(stage=stage)
 
     @property
-    def all_tables(self) -> list[ddb.Table]:
+    def all_tables(self) -> list[ddb.ITable]:
         return [self.control_table, *self.shard_tables]
 
+    def _control_table(self, deployment: Deployment, removal: RemovalPolicy) -> ddb.ITable:
+        """Home region: the global table with a replica in every other region (multi-region eventual
+        consistency: the fencing conditional writes all go to the home replica, docs/design.md). Other
+        regions: their replica, by name."""
+        name = deployment.control_table_name
+        if not deployment.is_home:
+            return ddb.Table.from_table_name(self, c.LOGICAL_CONTROL_TABLE, name)
+        table = ddb.TableV2(
+            self,
+            c.LOGICAL_CONTROL_TABLE,
+            table_name=name,
+            partition_key=ddb.Attribute(name=c.PARTITION_KEY, type=ddb.AttributeType.STRING),
+            sort_key=ddb.Attribute(name=c.SORT_KEY, type=ddb.AttributeType.STRING),
+            billing=ddb.Billing.on_demand(),
+            time_to_live_attribute=c.TTL_ATTRIBUTE,
+            point_in_time_recovery_specification=ddb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            encryption=ddb.TableEncryptionV2.aws_managed_key(),
+            replicas=[ddb.ReplicaTableProps(region=region) for region in deployment.others],
+            removal_policy=removal,
+        )
+        _pin_logical_id(table, c.LOGICAL_CONTROL_TABLE)
+        return table
+
     def _table(
-        self, logical_id: str, removal: RemovalPolicy, capacity: ShardCapacity | None = None
+        self,
+        logical_id: str,
+        removal: RemovalPolicy,
+        capacity: ShardCapacity | None = None,
+        name: str | None = None,
     ) -> ddb.Table:
         table = ddb.Table(
             self,
             logical_id,
+            table_name=name,
             partition_key=ddb.Attribute(name=c.PARTITION_KEY, type=ddb.AttributeType.STRING),
             sort_key=ddb.Attribute(name=c.SORT_KEY, type=ddb.AttributeType.STRING),
             billing_mode=ddb.BillingMode.PROVISIONED if capacity else ddb.BillingMode.PAY_PER_REQUEST,

@@ -9,6 +9,13 @@ an explicit Deny wins, else some Allow must match the action and the resource (`
 wildcards; actions case-insensitive). Statements with a Condition are not counted as granting (they
 cannot be evaluated here), so the check errs towards reporting a denial.
 
+Multi-region runs: a record may carry `caller_region` (the region of the function that made the call,
+its SLUICE_REGION) and `regions` (the deployment's SLUICE_REGIONS, home first). Such a call is judged
+by the role in the caller's region's template (`SluiceStack-<caller_region>`, synthesized with
+`-c regions=...`), with intrinsics resolved in the caller's region: a call from eu-west-1 to a table
+in us-east-1 is allowed only if the eu-west-1 role grants that us-east-1 ARN. Resources the template
+names (multi-region: tables, buckets and the secret have fixed names) resolve to those names.
+
 Usage: python -m sluice.local.iamcheck CALLS.jsonl   (exit 1 and a report when a call is denied)
 """
 
@@ -29,6 +36,14 @@ from sluice.local.callaudit import LOCAL_ACCOUNT, PARTITION
 from sluice.local.provision import local_name
 
 UNRESOLVED = "\x00unresolved"  # never matches a call's ARN
+# The property holding a resource's physical name when the template sets one (multi-region stacks);
+# without it the resource is named as the local runtime names it.
+NAMED_BY = {
+    "AWS::DynamoDB::Table": "TableName",
+    "AWS::DynamoDB::GlobalTable": "TableName",
+    "AWS::S3::Bucket": "BucketName",
+    "AWS::SecretsManager::Secret": "Name",
+}
 
 
 @dataclass(frozen=True)
@@ -37,7 +52,14 @@ class Call:
     stage: str
     action: str
     resource: str
-    region: str = "us-east-1"
+    region: str = "us-east-1"  # where the call went (the resource's region)
+    caller_region: str | None = None  # multi-region: the calling function's region
+    regions: str | None = None  # multi-region: the deployment's regions, comma-separated, home first
+
+    @property
+    def role_region(self) -> str:
+        """The region whose stack holds the calling function's role."""
+        return self.caller_region or self.region
 
 
 @dataclass(frozen=True)
@@ -54,7 +76,17 @@ def load_calls(path: Path) -> list[Call]:
     for line in path.read_text().splitlines():
         if line.strip():
             rec = json.loads(line)
-            calls.append(Call(rec["function"], rec["stage"], rec["action"], rec["resource"], rec["region"]))
+            calls.append(
+                Call(
+                    rec["function"],
+                    rec["stage"],
+                    rec["action"],
+                    rec["resource"],
+                    rec["region"],
+                    rec.get("caller_region"),
+                    rec.get("regions"),
+                )
+            )
     return list(dict.fromkeys(calls))  # each process writes a call once; several processes may repeat it
 
 
@@ -141,8 +173,9 @@ class TemplateRoles:
             return UNRESOLVED
         props = res.get("Properties", {})
         typ = res["Type"]
-        if typ in ("AWS::DynamoDB::Table", "AWS::S3::Bucket", "AWS::SecretsManager::Secret"):
-            return local_name(self.stage, lid)
+        if typ in NAMED_BY:
+            named = props.get(NAMED_BY[typ])
+            return str(self.resolve(named)) if named is not None else local_name(self.stage, lid)
         if typ == "AWS::Lambda::Function":
             return str(self.resolve(props.get("FunctionName", lid)))
         if typ == "AWS::Logs::LogGroup":
@@ -157,6 +190,7 @@ class TemplateRoles:
         arn = f"arn:{PARTITION}:{{}}:{self.region}:{LOCAL_ACCOUNT}:{{}}"
         return {
             "AWS::DynamoDB::Table": arn.format("dynamodb", f"table/{name}"),
+            "AWS::DynamoDB::GlobalTable": arn.format("dynamodb", f"table/{name}"),
             "AWS::S3::Bucket": f"arn:{PARTITION}:s3:::{name}",
             "AWS::Lambda::Function": arn.format("lambda", f"function:{name}"),
             "AWS::Logs::LogGroup": arn.format("logs", f"log-group:{name}:*"),
@@ -234,22 +268,28 @@ def canonical_resource(call: Call, roles: TemplateRoles) -> str:
     return call.resource
 
 
-def check(calls: Iterable[Call], template_for_stage: Callable[[str], dict[str, Any]]) -> list[Denial]:
-    """Every call the deployed role of its function would deny."""
-    views: dict[tuple[str, str], TemplateRoles] = {}
-    statements: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+def check(calls: Iterable[Call], template_for_stage: Callable[..., dict[str, Any]]) -> list[Denial]:
+    """Every call the deployed role of its function would deny. `template_for_stage(stage)` gives a
+    single-region stage's template; for multi-region calls it is called as
+    `template_for_stage(stage, regions, caller_region)` (see `template_for_stage` below)."""
+    views: dict[tuple[str, str | None, str], TemplateRoles] = {}
+    statements: dict[tuple[str, str | None, str, str], list[dict[str, Any]]] = {}
     denials = []
     for call in calls:
-        view = views.get((call.stage, call.region))
+        where = (call.stage, call.regions, call.role_region)
+        view = views.get(where)
         if view is None:
-            view = views[(call.stage, call.region)] = TemplateRoles(
-                template_for_stage(call.stage), call.stage, call.region
+            template = (
+                template_for_stage(call.stage, call.regions, call.role_region)
+                if call.regions
+                else template_for_stage(call.stage)
             )
+            view = views[where] = TemplateRoles(template, call.stage, call.role_region)
         role = view.role_of(call.function)
         if role is None:
             denials.append(Denial(call, "<no function in the template>"))
             continue
-        key = (call.stage, call.region, role)
+        key = (*where, role)
         if key not in statements:
             statements[key] = view.statements(role)
         if not allowed(statements[key], call.action, canonical_resource(call, view)):
@@ -257,16 +297,20 @@ def check(calls: Iterable[Call], template_for_stage: Callable[[str], dict[str, A
     return denials
 
 
-def template_for_stage(stage: str) -> dict[str, Any]:
-    """The template `cdk synth -c stage=<stage>` writes (cached by `sluice.local.template`)."""
-    return _template(stage)
+def template_for_stage(stage: str, regions: str | None = None, region: str | None = None) -> dict[str, Any]:
+    """The template `cdk synth -c stage=<stage>` writes (cached by `sluice.local.template`); with
+    `regions`, the template of `region` that `cdk synth -c stage=<stage> -c regions=<regions>` writes."""
+    return _template(stage, regions, region)
 
 
 @lru_cache(maxsize=8)
-def _template(stage: str) -> dict[str, Any]:
+def _template(stage: str, regions: str | None, region: str | None) -> dict[str, Any]:
     from sluice.local.template import load_template
 
-    return load_template(None if stage in ("", c.DEFAULT_STAGE) else {"stage": stage})
+    context = {} if stage in ("", c.DEFAULT_STAGE) else {"stage": stage}
+    if regions:
+        context["regions"] = regions
+    return load_template(context or None, region if regions else None)
 
 
 def report(calls: list[Call], denials: list[Denial], limit: int = 40) -> str:

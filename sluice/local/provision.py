@@ -33,24 +33,22 @@ __all__ = ["TemplateUnavailable", "local_name", "provision", "tables_from_templa
 _SHARD_RE = re.compile(rf"^{re.escape(c.LOGICAL_SHARD_TABLE_PREFIX)}(\d+)$")
 
 
-def local_name(stage: str, logical_id: str) -> str:
-    if logical_id == c.LOGICAL_CONTROL_TABLE:
-        return f"sluice-{stage}-control"
-    if m := _SHARD_RE.match(logical_id):
-        return f"sluice-{stage}-shards-{m.group(1)}"
-    if logical_id == c.LOGICAL_SEGMENT_BUCKET:
-        return f"sluice-{stage}-segments"
-    if logical_id == c.LOGICAL_LEASE_KEY_SECRET:
-        return c.LEASE_KEY_SECRET_NAME_TEMPLATE.format(stage=stage)
-    return f"sluice-{stage}-{logical_id.lower()}"
+def local_name(stage: str, logical_id: str, *, account: str | None = None, region: str | None = None) -> str:
+    """The name a resource gets locally: the stack's deterministic name (`constants.physical_name`)."""
+    return c.physical_name(stage, logical_id, account=account, region=region)
+
+
+TABLE_TYPES = ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable")
 
 
 def tables_from_template(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Logical id -> Properties of every DynamoDB table in the template."""
+    """Logical id -> Properties of every DynamoDB table in the template. A multi-region home stack's
+    control table is an `AWS::DynamoDB::GlobalTable` (its `Replicas` name every region that holds a
+    copy); its key schema, attributes, billing mode and TTL have the same shape as a plain table's."""
     return {
         lid: res.get("Properties", {})
         for lid, res in template.get("Resources", {}).items()
-        if res.get("Type") == "AWS::DynamoDB::Table"
+        if res.get("Type") in TABLE_TYPES
     }
 
 

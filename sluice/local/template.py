@@ -7,8 +7,13 @@ the template (`cdk.out/.sluice-synth-hash`).
 Default context synthesizes into `cdk.out/` (what `cdk deploy --app cdk.out` and cfn-lint use);
 other contexts get their own folder under `.cache/synth/` so they do not evict each other.
 
+Multi-region context (`regions=home,other,...`): one synthesis writes every region's template,
+`SluiceStack-<region>.template.json`; `load_template(context, region=...)` reads one of them (default:
+the home region's), and `region_templates(context)` all of them, so the local runtime can run one
+region per template. Without `regions` the single `SluiceStack.template.json`, as before.
+
 Pure standard library: importing this module never starts node. Usage:
-    python -m sluice.local.template synth [--force] [-c key=value ...]   # prints the template path
+    python -m sluice.local.template synth [--force] [-c key=value ...]   # prints the template paths
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sluice.constants import FUNCTION_HANDLERS
+from sluice.constants import FUNCTION_HANDLERS, STACK_ID, stack_id
 
-STACK_NAME = "SluiceStack"
+STACK_NAME = STACK_ID
 HASH_FILE = ".sluice-synth-hash"
 HASHED_PATHS = ("stacks", "app.py", "cdk.json", "sluice/constants.py", "sluice/events.py", "pyproject.toml")
 
@@ -69,22 +74,50 @@ def outdir_for(root: Path, context: dict[str, Any] | None = None) -> Path:
     return root / ".cache" / "synth" / key
 
 
-def is_fresh(outdir: Path, digest: str) -> bool:
+def regions_of(context: dict[str, Any] | None) -> list[str]:
+    """The regions a context deploys to, home first (empty: a single-region stack)."""
+    return [r.strip() for r in str((context or {}).get("regions", "")).split(",") if r.strip()]
+
+
+def template_names(context: dict[str, Any] | None = None) -> list[str]:
+    """The template files one synthesis with `context` writes: one per region, or `SluiceStack`'s."""
+    regions: list[str | None] = [*regions_of(context)] or [None]
+    return [f"{stack_id(r)}.template.json" for r in regions]
+
+
+def template_name(context: dict[str, Any] | None = None, region: str | None = None) -> str:
+    """The template file of `region` (default: the home region's, or the single stack's)."""
+    regions = regions_of(context)
+    if region is None:
+        return template_names(context)[0]
+    if region not in regions:
+        raise TemplateUnavailable(f"region {region!r} is not one of the context's regions {regions}")
+    return f"{stack_id(region)}.template.json"
+
+
+def is_fresh(outdir: Path, digest: str, context: dict[str, Any] | None = None) -> bool:
     hash_file = outdir / HASH_FILE
     return (
         hash_file.is_file()
         and hash_file.read_text().strip() == digest
-        and (outdir / f"{STACK_NAME}.template.json").is_file()
+        and all((outdir / name).is_file() for name in template_names(context))
     )
 
 
-def synth(context: dict[str, Any] | None = None, *, force: bool = False, root: Path | None = None) -> Path:
-    """Synthesize unless the cached template is current; return the template's path."""
+def synth(
+    context: dict[str, Any] | None = None,
+    *,
+    force: bool = False,
+    root: Path | None = None,
+    region: str | None = None,
+) -> Path:
+    """Synthesize unless the cached templates are current; return the path of `region`'s template
+    (default: the home region's, or the single stack's)."""
     root = root or repo_root()
     outdir = outdir_for(root, context)
     digest = input_hash(root, context)
-    template = outdir / f"{STACK_NAME}.template.json"
-    if not force and is_fresh(outdir, digest):
+    template = outdir / template_name(context, region)
+    if not force and is_fresh(outdir, digest, context):
         return template
     if shutil.which("node") is None:
         raise TemplateUnavailable(
@@ -105,7 +138,7 @@ def synth(context: dict[str, Any] | None = None, *, force: bool = False, root: P
     proc = subprocess.run(
         [sys.executable, "app.py"], cwd=root, env=env, capture_output=True, text=True, check=False
     )
-    if proc.returncode != 0 or not (tmp / template.name).is_file():
+    if proc.returncode != 0 or not all((tmp / name).is_file() for name in template_names(context)):
         shutil.rmtree(tmp, ignore_errors=True)
         raise TemplateUnavailable(f"`python app.py` failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
     (tmp / HASH_FILE).write_text(digest + "\n")
@@ -115,9 +148,19 @@ def synth(context: dict[str, Any] | None = None, *, force: bool = False, root: P
     return template
 
 
-def load_template(context: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The cached `SluiceStack.template.json`, synthesized first if missing or stale."""
-    return json.loads(synth(context).read_text())
+def load_template(context: dict[str, Any] | None = None, region: str | None = None) -> dict[str, Any]:
+    """The cached `SluiceStack.template.json` (with `regions` in the context: `region`'s
+    `SluiceStack-<region>.template.json`, default the home region's), synthesized first if missing or
+    stale."""
+    return json.loads(synth(context, region=region).read_text())
+
+
+def region_templates(context: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every region's template of a multi-region context, home first (one synthesis for all)."""
+    regions = regions_of(context)
+    if not regions:
+        raise TemplateUnavailable("the context names no regions (context key `regions`)")
+    return {region: load_template(context, region) for region in regions}
 
 
 def functions_from_template(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -189,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     context = dict(item.split("=", 1) for item in args.context)
     root = repo_root()
-    fresh = not args.force and is_fresh(outdir_for(root, context), input_hash(root, context))
+    fresh = not args.force and is_fresh(outdir_for(root, context), input_hash(root, context), context)
     started = time.monotonic()
     try:
         path = synth(context, force=args.force, root=root)
@@ -197,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     state = "up to date" if fresh else f"synthesized in {time.monotonic() - started:.1f} s"
-    print(f"{path.relative_to(root)} ({state})")
+    for name in template_names(context):
+        print(f"{(path.parent / name).relative_to(root)} ({state})")
     return 0
 
 

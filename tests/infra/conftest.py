@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +44,27 @@ def cfn(template: Any) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def resources(cfn: dict[str, Any]) -> dict[str, Any]:
     return cfn["Resources"]
+
+
+@pytest.fixture
+def moto_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh moto server (provisioning tests)."""
+    from moto.server import ThreadedMotoServer
+
+    from sluice.adapters import aws
+
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(key, value)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    aws.reset_clients()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        aws.reset_clients()
+        server.stop()

@@ -41,7 +41,8 @@ def settings_env_vars() -> set[str]:
 # are never local webhooks.
 LOCAL_ONLY = {c.ENV_AWS_ENDPOINT_URL, c.ENV_LAMBDA_ENDPOINT_URL, c.ENV_ALLOW_LOCAL_WEBHOOKS}
 # Set on some functions only: the opt-in (CDK context) and the coordinator's cadence (the schedule's).
-OPTIONAL = {c.ENV_OPEN_STREAM_PREFIX}
+# Multi-region deployments only (tests/infra/test_regions.py checks them on every function there).
+OPTIONAL = {c.ENV_OPEN_STREAM_PREFIX, c.ENV_REGIONS, c.ENV_REGION, c.ENV_SEGMENT_BUCKETS}
 
 
 def coordinator_env_vars() -> set[str]:

@@ -35,6 +35,31 @@ def test_suppressions_have_specific_reasons(resources: dict[str, Any]) -> None:
     for s in reasons:
         assert s["id"].startswith("AwsSolutions-")
         assert len(s["reason"]) >= 60, s
+        if s["id"] == "AwsSolutions-IAM5":  # wildcard grants: each suppression names its findings
+            assert s.get("applies_to"), s
+
+
+def test_a_suppression_covers_only_the_findings_it_names() -> None:
+    """`stacks.nag.iam5` keeps `applies_to` (a plain dict loses it and suppresses every finding): a
+    wildcard the suppression does not name is still an error."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_iam as iam
+    from cdk_nag import AwsSolutionsChecks, NagSuppressions
+
+    from stacks.nag import iam5
+
+    app = cdk.App()
+    bare = cdk.Stack(app, "Wildcards")
+    role = iam.Role(bare, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    role.add_to_policy(iam.PolicyStatement(actions=["xray:PutTraceSegments"], resources=["*"]))
+    role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=["arn:aws:s3:::b/*"]))
+    NagSuppressions.add_resource_suppressions(
+        role, [iam5("X-Ray takes no resource-level permissions here", "Resource::*")], apply_to_children=True
+    )
+    cdk.Aspects.of(app).add(AwsSolutionsChecks())
+    with pytest.raises(Exception, match=r"AwsSolutions-IAM5\[Resource::arn:aws:s3:::b/\*\]") as raised:
+        Annotations.from_stack(bare).has_no_error("*", NAG)
+    assert "Resource::*]" not in str(raised.value)
 
 
 def test_no_managed_policies_on_any_role(resources: dict[str, Any]) -> None:

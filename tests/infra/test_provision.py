@@ -3,39 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from sluice import constants as c
-from sluice.adapters import aws
 from sluice.local import template as tpl
 from sluice.local.provision import local_name, provision
 from sluice.settings import Settings
 
 pytestmark = pytest.mark.infra
-
-
-@pytest.fixture
-def moto_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(key, value)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    aws.reset_clients()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        aws.reset_clients()
-        server.stop()
 
 
 def test_provision_creates_what_the_template_defines(moto_endpoint: str, cfn: dict[str, Any]) -> None:
