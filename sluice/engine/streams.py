@@ -9,7 +9,9 @@ and skipped. An item past its `exp` is gone (DynamoDB deletes expired items lazi
 
 Positions: a `Cursor` maps shard id → next sequence to read. For a one-shard read the public form is
 the 32-digit offset of the last record (`<16-digit ms><16-digit seq>`); over several shards it is an
-opaque string (`~<shard>.<seq>,...`).
+opaque string (`~<shard>.<seq>,...`). Shard ids are unique across the regions of a deployment, so a
+cursor covers every region's shards; each shard is read in its own region (table and bucket), and
+shard listings and pages name it (`region`, multi-region deployments only).
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ def scan_hot(
             msg = stored[s - first]
             body = msg.body
             if msg.overflow_key:
-                body = backend.bucket.get(msg.overflow_key) or b""
+                body = backend.bucket_for(shard).get(msg.overflow_key) or b""
             records.append(
                 Record(
                     shard=shard.id,
@@ -202,6 +204,7 @@ class StreamPage:
     records: list[Record]
     next_offset: str
     positions: dict[int, int]  # shard → next sequence after this page
+    regions: dict[int, str] = field(default_factory=dict)  # shard → region (multi-region deployments)
 
 
 # --- the reader -----------------------------------------------------------------------------------------
@@ -253,11 +256,13 @@ class StreamReader:
                 # current head: both sort before what the client sent.)
                 page.next_offset = position.text
             if page.records or time.monotonic() >= deadline:
+                page.regions = self._regions(shards)
                 return _fit(page, ByteBudget(max_bytes, size_of)) if size_of else page
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 0.5)
             current = self._current(queue.name)
             if current is None or current.incarnation != queue.incarnation:
+                page.regions = self._regions(shards)
                 return page  # deleted while we waited: release the reader
             seqs = page.positions
 
@@ -282,9 +287,16 @@ class StreamReader:
                     else None,
                     "flushed_seq": head.get(keys.HEAD_FLUSHED, 0),
                     "next_seq": head.get(keys.HEAD_NEXT, 0),
+                    **({"region": region} if (region := self._regions([shard]).get(shard.id)) else {}),
                 }
             )
         return out
+
+    def _regions(self, shards: list[Shard]) -> dict[int, str]:
+        """Each shard's region in a multi-region deployment (nothing in a single-region one)."""
+        if not self.backend.settings.multi_region:
+            return {}
+        return {s.id: region for s in shards if (region := self.backend.region_of(s))}
 
     # --- internals ------------------------------------------------------------------------------------
 
@@ -339,7 +351,7 @@ class StreamReader:
 
     def _seek_time(self, queue: Queue, shard: Shard, start_ms: int) -> int:
         """The first sequence whose record is at or after `start_ms` (timestamps never go back)."""
-        refs = covering(list_segments(self.backend, queue, shard.id), 0)
+        refs = covering(list_segments(self.backend, queue, shard.id, region=shard.region), 0)
         seq = 0
         for ref in refs:
             if ref.max_ts >= start_ms:
@@ -440,7 +452,7 @@ class StreamReader:
             refs = covering(cached, seq)
             if refs and refs[0].first <= seq and refs[-1].last >= flushed - 1:
                 return refs
-        listed = list_segments(self.backend, queue, shard.id)
+        listed = list_segments(self.backend, queue, shard.id, region=shard.region)
         with self._lock:
             self._index[pk] = listed
         return covering(listed, seq)
@@ -477,4 +489,4 @@ def _fit(page: StreamPage, budget: ByteBudget) -> StreamPage:
     records = page.records[:kept]
     # One shard: the offset of the last record returned; several: a cursor over all of them.
     next_offset = records[-1].offset if len(positions) == 1 else encode_cursor(positions)
-    return StreamPage(records=records, next_offset=next_offset, positions=positions)
+    return StreamPage(records=records, next_offset=next_offset, positions=positions, regions=page.regions)
