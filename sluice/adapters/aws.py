@@ -30,7 +30,7 @@ RETRY_CONFIG = Config(
 # Another region's clients (a multi-region deployment): an unreachable region must cost a call little,
 # so the engine's per-region breaker (sluice/engine/regions.py) can skip it and answer from the others.
 REMOTE_CONFIG = Config(
-    retries={"max_attempts": 2, "mode": "standard"},
+    retries={"total_max_attempts": 2, "mode": "standard"},  # the first attempt and one retry
     connect_timeout=1,
     read_timeout=5,
     max_pool_connections=50,

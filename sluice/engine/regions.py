@@ -24,6 +24,7 @@ from sluice.models import Queue, Shard
 logger = logging.getLogger(__name__)
 
 COOLDOWN_S = 5.0
+_warned: set[tuple[str, str | None, str]] = set()  # fallbacks logged once per process (hot path)
 
 
 class RegionBreaker:
@@ -87,8 +88,9 @@ def send_shards(backend: Backend, queue: Queue) -> list[Shard]:
     local = [s for s in queue.open_shards if backend.is_local(s)]
     if local or not queue.open_shards:
         return local
-    logger.warning(
-        "queue %s has no open shard in region %s; sending to another region", queue.name, backend.region
+    _warn_once(
+        (queue.name, backend.region, "send"),
+        "queue %s has no open shard in region %s; sending to another region",
     )
     return queue.open_shards
 
@@ -100,5 +102,13 @@ def key_shards(backend: Backend, queue: Queue) -> list[Shard]:
     shards = [s for s in queue.open_shards if (s.region or home) == home]
     if shards or not queue.open_shards:
         return shards
-    logger.warning("queue %s has no open shard in the home region %s; hashing over all", queue.name, home)
+    _warn_once(
+        (queue.name, home, "key"), "queue %s has no open shard in the home region %s; hashing over all"
+    )
     return queue.open_shards
+
+
+def _warn_once(what: tuple[str, str | None, str], message: str) -> None:
+    if what not in _warned:
+        _warned.add(what)
+        logger.warning(message, what[0], what[1])
