@@ -255,6 +255,29 @@ def test_acks_and_retries_of_another_regions_shard_are_written_there(regional):
     assert sorted(d.body for d in again) == sorted(d.body for d in batch.messages[1:])
 
 
+def test_dead_letters_and_redrive_cross_regions(regional):
+    dlq = make_queue(regional)
+    source = make_queue(regional, {"max_retries": 1, "dead_letter_queue": dlq.name})
+    home, away = regional[HOME], regional[AWAY]
+    sent = msgs(3, "to-dlq")
+    away.publisher.publish(source.name, sent)
+    from sluice.engine.consume import RetryRequest
+
+    batch = home.consumer.pull(source.name, group="default", batch_size=10).messages
+    assert {region_of(source, d.shard) for d in batch} == {AWAY}
+    home.consumer.ack(source.name, [], [RetryRequest(d.lease_id, 0) for d in batch])  # out of deliveries
+    # The consumer's broker wrote the dead letters: to its own region's shards of the DLQ.
+    dead = home.consumer.pull(dlq.name, group="default", batch_size=10, visibility_ms=1).messages
+    assert sorted(d.body for d in dead) == sorted(m.body for m in sent)
+    assert {region_of(dlq, d.shard) for d in dead} == {HOME}
+    time.sleep(0.01)  # the DLQ leases above lapse: redrive pulls them again
+    # Redrive from the other region's API moves them back into its own region's shards.
+    assert away.operations.redrive(source.name, dlq.name)["moved"] == 3
+    again = drain(home, source.name, "default", 3)
+    assert sorted(d.body for d in again) == sorted(m.body for m in sent)
+    assert {region_of(source, d.shard) for d in again} == {AWAY}
+
+
 # --- an unreachable region -------------------------------------------------------------------------------
 
 
