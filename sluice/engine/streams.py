@@ -11,7 +11,9 @@ Positions: a `Cursor` maps shard id → next sequence to read. For a one-shard r
 the 32-digit offset of the last record (`<16-digit ms><16-digit seq>`); over several shards it is an
 opaque string (`~<shard>.<seq>,...`). Shard ids are unique across the regions of a deployment, so a
 cursor covers every region's shards; each shard is read in its own region (table and bucket), and
-shard listings and pages name it (`region`, multi-region deployments only).
+shard listings and pages name it (`region`, multi-region deployments only). A read over several shards
+from a cursor skips the shards of a region that cannot be reached (`RegionBreaker`): their positions
+stay where they were, so the next read resumes them once the region is back.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from sluice.engine.backend import Backend
 from sluice.engine.budget import ByteBudget
 from sluice.engine.publish import message_id
 from sluice.engine.queues import QueueDirectory, QueueRegistry
+from sluice.engine.regions import RegionBreaker, region_key
 from sluice.models import MAX_BATCH_MESSAGES, Queue, Shard
 from sluice.segments import Record, SegmentGone, SegmentRef, covering, list_segments, read_segment
 
@@ -223,6 +226,7 @@ class StreamReader:
         self._cached_records = 0
         self._index: dict[str, list[SegmentRef]] = {}
         self._flushed: dict[str, int] = {}
+        self.breaker = RegionBreaker()
 
     # --- public ---------------------------------------------------------------------------------------
 
@@ -328,7 +332,11 @@ class StreamReader:
             given = {shards[0].id: given[-1]}
         for shard in shards:
             if shard.id in given:
-                head_next = self._head(queue, shard).get(keys.HEAD_NEXT, 0)
+                head = self._head_or_skip(queue, shard, shards)
+                if head is None:  # its region cannot be reached: checked once it answers again
+                    seqs[shard.id] = given[shard.id]
+                    continue
+                head_next = head.get(keys.HEAD_NEXT, 0)
                 if given[shard.id] > head_next:
                     raise errors.InvalidOffset(
                         f"offset is past the end of shard {shard.id} (next sequence {head_next}): pass an "
@@ -342,6 +350,24 @@ class StreamReader:
             else:
                 seqs[shard.id] = 0
         return seqs
+
+    def _skippable_region(self, shard: Shard, shards: list[Shard]) -> str | None:
+        """The shard's region when a read over several shards may leave it for later (multi-region);
+        None: its failures are the read's."""
+        return region_key(self.backend, shard) if len(shards) > 1 else None
+
+    def _head_or_skip(self, queue: Queue, shard: Shard, shards: list[Shard]) -> dict[str, Any] | None:
+        """The shard's HEAD, or None when its region cools down or does not answer now (skippable)."""
+        region = self._skippable_region(shard, shards)
+        if not self.breaker.allows(region):
+            return None
+        try:
+            with self.breaker.guard(region):
+                return self._head(queue, shard)
+        except errors.DependencyUnavailable:
+            if region is None:
+                raise
+            return None
 
     def _head(self, queue: Queue, shard: Shard) -> dict[str, Any]:
         head = self.backend.table_for(shard).get(keys.shard_pk(queue, shard.id), keys.HEAD_SK) or {}
@@ -367,6 +393,7 @@ class StreamReader:
     def _read_once(self, queue: Queue, shards: list[Shard], seqs: dict[int, int], limit: int) -> StreamPage:
         positions = dict(seqs)
         records: list[Record] = []
+        skipped: set[int] = set()  # shards of an unreachable region: their positions stay
         # Two passes: first a fair share per shard, then whatever room is left.
         share = max(1, limit // len(shards)) if shards else limit
         for pass_limit in (share, limit):
@@ -374,8 +401,23 @@ class StreamReader:
                 room = min(pass_limit, limit - len(records))
                 if room <= 0:
                     break
-                got, positions[shard.id] = self._read_shard(queue, shard, positions[shard.id], room)
+                region = self._skippable_region(shard, shards)
+                if shard.id in skipped or not self.breaker.allows(region):
+                    skipped.add(shard.id)
+                    continue
+                try:
+                    with self.breaker.guard(region):
+                        got, positions[shard.id] = self._read_shard(queue, shard, positions[shard.id], room)
+                except errors.DependencyUnavailable:
+                    if region is None:
+                        raise
+                    skipped.add(shard.id)
+                    continue
                 records += got
+        if shards and len(skipped) == len(shards):
+            raise errors.DependencyUnavailable(
+                f"no region of queue {queue.name!r} can be reached; retry shortly"
+            )
         if len(shards) == 1:
             only = shards[0].id
             if records:

@@ -24,6 +24,7 @@ from sluice import errors
 from sluice.adapters import aws
 from sluice.adapters.s3 import Bucket
 from sluice.engine.regions import RegionBreaker
+from sluice.engine.streams import parse_position
 from sluice.faults import RegionOutage
 from sluice.models import OutgoingMessage, Queue, Shard
 from sluice.segmentformat import queue_prefix
@@ -363,6 +364,32 @@ def test_an_unreachable_region_does_not_stop_the_other_and_loses_nothing(regiona
     report(pytestconfig, title, f"pull after the cool-down (one failed try): {retry_s * 1000:.0f} ms")
 
 
+def test_a_stream_read_from_a_cursor_skips_an_unreachable_region_and_resumes_it(regional):
+    queue = make_queue(regional)
+    home = regional[HOME]
+    clock = Monotonic()
+    home.reader.breaker = breaker = RegionBreaker(cooldown_s=5.0, clock=clock)
+    for engine in regional.values():
+        engine.publisher.publish(queue.name, msgs(3, f"first-{engine.backend.region}"))
+    page = home.reader.read(queue.name, _beginning(), limit=100)
+    assert len(page.records) == 6
+    for engine in regional.values():
+        engine.publisher.publish(queue.name, msgs(2, f"second-{engine.backend.region}"))
+    with RegionOutage() as outage:
+        outage.down.add(AWAY)
+        during = home.reader.read(queue.name, parse_position(page.next_offset), limit=100)
+        assert {during.regions[r.shard] for r in during.records} == {HOME} and len(during.records) == 2
+        assert outage.refused[AWAY] > 0 and not breaker.allows(AWAY)
+        # The unreachable region's positions are where they were: nothing of it was skipped over.
+        away_ids = {s.id for s in queue.shards if s.region == AWAY}
+        assert {k: v for k, v in during.positions.items() if k in away_ids} == {
+            k: v for k, v in page.positions.items() if k in away_ids
+        }
+    clock.now += breaker.cooldown_s
+    after = home.reader.read(queue.name, parse_position(during.next_offset), limit=100)
+    assert sorted(r.body for r in after.records) == sorted(m.body for m in msgs(2, f"second-{AWAY}"))
+
+
 def test_a_pull_fails_retryably_only_when_no_region_answers(regional):
     queue = make_queue(regional)
     home = regional[HOME]
@@ -417,8 +444,6 @@ def test_segments_and_overflow_bodies_stay_in_their_region_and_read_from_anywher
 
 
 def _beginning():
-    from sluice.engine.streams import parse_position
-
     return parse_position("-")
 
 
