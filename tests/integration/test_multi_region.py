@@ -380,6 +380,8 @@ def test_a_stream_read_from_a_cursor_skips_an_unreachable_region_and_resumes_it(
         during = home.reader.read(queue.name, parse_position(page.next_offset), limit=100)
         assert {during.regions[r.shard] for r in during.records} == {HOME} and len(during.records) == 2
         assert outage.refused[AWAY] > 0 and not breaker.allows(AWAY)
+        replay = home.reader.read(queue.name, _beginning(), limit=100)  # from '-': no read of AWAY needed
+        assert len(replay.records) == 5 and {replay.regions[r.shard] for r in replay.records} == {HOME}
         # The unreachable region's positions are where they were: nothing of it was skipped over.
         away_ids = {s.id for s in queue.shards if s.region == AWAY}
         assert {k: v for k, v in during.positions.items() if k in away_ids} == {
