@@ -175,10 +175,8 @@ class Consumer:
         deliveries: list[Delivery] = []
         backlog = answered = skipped = 0
         for index, (region, shards) in enumerate(self._regions_in_pull_order(queue)):
-            acking = carried is not None and any((group, s.id) in carried.ops for s in shards)
-            full = len(deliveries) >= batch_size or bool(budget and budget.full)
-            if index and full and not acking:
-                continue  # a later region is read only when the batch has room (or acks are for it)
+            if index and (len(deliveries) >= batch_size or (budget and budget.full)):
+                continue  # a later region is read only when the batch has room (carried acks: _ack_rest)
             if not self.breaker.allows(region):
                 skipped += 1
                 continue

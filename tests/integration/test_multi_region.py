@@ -256,6 +256,24 @@ def test_acks_and_retries_of_another_regions_shard_are_written_there(regional):
     assert sorted(d.body for d in again) == sorted(d.body for d in batch.messages[1:])
 
 
+def test_acks_carried_on_a_pull_reach_another_regions_shards_or_refuse_the_pull(regional):
+    queue = make_queue(regional)
+    home = regional[HOME]
+    regional[AWAY].publisher.publish(queue.name, msgs(2, "carried"))
+    first = home.consumer.pull(queue.name, group="default", batch_size=1).messages
+    home.consumer.breaker = RegionBreaker(cooldown_s=60.0)
+    home.consumer.breaker.trip(AWAY)
+    with pytest.raises(errors.DependencyUnavailable):  # refused before anything changes
+        home.consumer.pull(queue.name, group="default", batch_size=1, acks=[first[0].lease_id])
+    home.consumer.breaker = RegionBreaker()
+    second = home.consumer.pull(queue.name, group="default", batch_size=1, acks=[first[0].lease_id])
+    assert second.ack is not None and second.ack.ack_count == 1
+    assert [d.body for d in second.messages] != [first[0].body]
+    home.consumer.ack(queue.name, [d.lease_id for d in second.messages])
+    reads = home.consumer.shard_states.read(queue, [s for s in queue.shards if s.region == AWAY], ["default"])
+    assert sum(r.head.next for r in reads) == 2 and all(r.backlog("default") == 0 for r in reads)
+
+
 def test_dead_letters_and_redrive_cross_regions(regional):
     dlq = make_queue(regional)
     source = make_queue(regional, {"max_retries": 1, "dead_letter_queue": dlq.name})
