@@ -56,8 +56,8 @@ _instruments: list[Callable[[Any], None]] = []  # fault injection and call accou
 
 def client(service: str, endpoint_url: str | None = None, region: str | None = None) -> Any:
     """A cached, thread-safe client per (service, endpoint, region): created once per Lambda container.
-    `region` None: the process's own region (AWS_REGION); a multi-region deployment names the others,
-    and a region other than the process's own gets `REMOTE_CONFIG`."""
+    `region` None: the process's own region (AWS_DEFAULT_REGION); a multi-region deployment names the
+    others, and a region other than the process's own gets `REMOTE_CONFIG`."""
     key = (service, endpoint_url, region)
     with _lock:
         if key not in _clients:
@@ -72,8 +72,8 @@ def client(service: str, endpoint_url: str | None = None, region: str | None = N
 
 
 def config_for(session: botocore.session.Session, region: str | None) -> Config:
-    """`RETRY_CONFIG` for the process's own region (None, or the session's: AWS_REGION, which Lambda
-    and `sluice local` set), `REMOTE_CONFIG` for any other."""
+    """`RETRY_CONFIG` for the process's own region (None, or the session's: AWS_DEFAULT_REGION, which
+    Lambda and `sluice local` set), `REMOTE_CONFIG` for any other."""
     own = session.get_config_variable("region")
     return RETRY_CONFIG if region is None or region == own else REMOTE_CONFIG
 
