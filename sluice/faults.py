@@ -232,3 +232,56 @@ class FaultInjector:
             },
             operation,
         )
+
+
+class RegionOutage:
+    """Make every AWS call to the regions in `down` fail as an unreachable endpoint does
+    (`EndpointConnectionError`, before anything is sent), until they are taken out of it again.
+    Attached like `FaultInjector` (`sluice.adapters.aws.instrument`), to clients of every service.
+
+        with RegionOutage() as outage:
+            outage.down.add("eu-west-1")
+            ...
+        outage.refused  # Counter of region -> calls refused
+    """
+
+    def __init__(self) -> None:
+        self.down: set[str] = set()
+        self.refused: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._attached: list[Any] = []
+        self._stop: Callable[[], None] | None = None
+
+    def start(self) -> RegionOutage:
+        from sluice.adapters import aws
+
+        self._stop = aws.instrument(self.attach)
+        return self
+
+    def stop(self) -> None:
+        if self._stop:
+            self._stop()
+            self._stop = None
+        for client in self._attached:
+            client.meta.events.unregister("before-send", unique_id=f"sluice-outage-{id(self)}")
+        self._attached.clear()
+
+    def __enter__(self) -> RegionOutage:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def attach(self, client: Any) -> None:
+        region = client.meta.region_name
+
+        def refuse(request: Any, **_kwargs: Any) -> None:
+            from botocore.exceptions import EndpointConnectionError
+
+            if region in self.down:
+                with self._lock:
+                    self.refused[region] += 1
+                raise EndpointConnectionError(endpoint_url=request.url)
+
+        client.meta.events.register_first("before-send", refuse, unique_id=f"sluice-outage-{id(self)}")
+        self._attached.append(client)

@@ -6,6 +6,9 @@ segment objects through the backend. The format itself (key, NDJSON lines, cover
   `sk = <first seq 16d>` with
   `last`, `key`, `count`, `bytes`, `min_ts`, `max_ts`, `level`. A compacted segment replaces the
   ones it covers; readers tolerate a moment where both are listed (`covering` skips overlaps).
+- Regions: a shard's segment objects are in its own region's bucket (the shard function of that region
+  writes them); `region` names it (None: a single-region deployment, or the home region). The index
+  entries stay in the control table with every other conditional write (the home region's).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 from sluice import offsets
 from sluice.adapters.dynamo import ConditionFailed
+from sluice.adapters.s3 import Bucket
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.models import Queue
@@ -38,6 +42,7 @@ class SegmentRef:
     min_ts: int
     max_ts: int
     level: int = 0
+    region: str | None = None  # whose bucket holds the object (not stored: the shard's region)
 
     def index_item(self) -> dict[str, Any]:
         return {
@@ -53,7 +58,9 @@ class SegmentRef:
         }
 
     @classmethod
-    def from_item(cls, queue: str, incarnation: str, shard: int, item: dict[str, Any]) -> SegmentRef:
+    def from_item(
+        cls, queue: str, incarnation: str, shard: int, item: dict[str, Any], region: str | None = None
+    ) -> SegmentRef:
         return cls(
             queue=queue,
             incarnation=incarnation,
@@ -66,14 +73,23 @@ class SegmentRef:
             min_ts=item["min_ts"],
             max_ts=item["max_ts"],
             level=item.get("level", 0),
+            region=region,
         )
 
 
-def list_segments(backend: Backend, queue: Queue, shard: int, from_seq: int = 0) -> list[SegmentRef]:
-    """Index entries of one shard ending at or after `from_seq`, ordered by first sequence."""
+def bucket_of(backend: Backend, region: str | None) -> Bucket:
+    """The segment bucket of `region` (None: the home region's, as for a shard without a region)."""
+    where = region or backend.settings.home_region
+    return backend.bucket if where is None or where == backend.region else backend.remote[where].bucket
+
+
+def list_segments(
+    backend: Backend, queue: Queue, shard: int, from_seq: int = 0, *, region: str | None = None
+) -> list[SegmentRef]:
+    """Index entries of one shard (of `region`) ending at or after `from_seq`, by first sequence."""
     pk = keys.segment_index_pk(queue.name, queue.incarnation, shard)
     refs = [
-        SegmentRef.from_item(queue.name, queue.incarnation, shard, item)
+        SegmentRef.from_item(queue.name, queue.incarnation, shard, item, region)
         for item in backend.control.query(pk, consistent=True)
     ]
     return [r for r in refs if r.last >= from_seq]
@@ -82,20 +98,28 @@ def list_segments(backend: Backend, queue: Queue, shard: int, from_seq: int = 0)
 def read_segment(backend: Backend, ref: SegmentRef, from_seq: int = 0) -> Iterator[Record]:
     """The records of one segment with seq >= `from_seq`. Raises SegmentGone when the object was
     replaced by a compaction since the index was read (list again and retry)."""
-    data = backend.bucket.get(ref.key)
+    data = bucket_of(backend, ref.region).get(ref.key)
     if data is None:
         raise SegmentGone(ref.key)
     yield from read_records(data, lo=from_seq)
 
 
 def write_segment(
-    backend: Backend, queue: Queue, shard: int, records: Sequence[Record], first: int, last: int, level: int
+    backend: Backend,
+    queue: Queue,
+    shard: int,
+    records: Sequence[Record],
+    first: int,
+    last: int,
+    level: int,
+    *,
+    region: str | None = None,
 ) -> SegmentRef:
-    """Store the object for sequences [first, last] (records may be fewer: gaps) and return its entry.
-    The index is not touched: `put_index` makes it visible."""
+    """Store the object for sequences [first, last] (records may be fewer: gaps) in the bucket of the
+    shard's `region` and return its entry. The index is not touched: `put_index` makes it visible."""
     data = encode_segment(records)
     key = segment_key(queue.name, queue.incarnation, shard, first, last)
-    backend.bucket.put(key, data)
+    bucket_of(backend, region).put(key, data)
     stamps = [r.timestamp_ms for r in records] or [0]
     return SegmentRef(
         queue=queue.name,
@@ -109,6 +133,7 @@ def write_segment(
         min_ts=min(stamps),
         max_ts=max(stamps),
         level=level,
+        region=region,
     )
 
 
@@ -150,6 +175,7 @@ __all__ = [
     "Record",
     "SegmentGone",
     "SegmentRef",
+    "bucket_of",
     "covering",
     "decode_segment",
     "delete_index",

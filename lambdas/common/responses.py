@@ -117,6 +117,7 @@ class RecordView(Wire):
     timestamp_ms: int
     partition_key: str | None
     attributes: dict[str, str]
+    region: str | None = Field(None, description="the shard's region (multi-region deployments only)")
 
 
 class Records(Wire):
@@ -134,6 +135,7 @@ class ShardRange(Wire):
     last_offset: str | None
     flushed_seq: int
     next_seq: int
+    region: str | None = Field(None, description="where the shard is (multi-region deployments only)")
 
 
 class Shards(Wire):

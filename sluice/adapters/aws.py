@@ -27,6 +27,15 @@ RETRY_CONFIG = Config(
     max_pool_connections=50,
     tcp_keepalive=True,
 )
+# Another region's clients (a multi-region deployment): an unreachable region must cost a call little,
+# so the engine's per-region breaker (sluice/engine/regions.py) can skip it and answer from the others.
+REMOTE_CONFIG = Config(
+    retries={"total_max_attempts": 2, "mode": "standard"},  # the first attempt and one retry
+    connect_timeout=1,
+    read_timeout=5,
+    max_pool_connections=50,
+    tcp_keepalive=True,
+)
 
 _THROTTLE_CODES = frozenset(
     {
@@ -47,18 +56,26 @@ _instruments: list[Callable[[Any], None]] = []  # fault injection and call accou
 
 def client(service: str, endpoint_url: str | None = None, region: str | None = None) -> Any:
     """A cached, thread-safe client per (service, endpoint, region): created once per Lambda container.
-    `region` None: the process's own region (AWS_REGION); a multi-region deployment names the others."""
+    `region` None: the process's own region (AWS_DEFAULT_REGION); a multi-region deployment names the
+    others, and a region other than the process's own gets `REMOTE_CONFIG`."""
     key = (service, endpoint_url, region)
     with _lock:
         if key not in _clients:
             global _session
             _session = _session or botocore.session.get_session()
             _clients[key] = _session.create_client(
-                service, region_name=region, endpoint_url=endpoint_url, config=RETRY_CONFIG
+                service, region_name=region, endpoint_url=endpoint_url, config=config_for(_session, region)
             )
             for attach in _instruments:
                 attach(_clients[key])
         return _clients[key]
+
+
+def config_for(session: botocore.session.Session, region: str | None) -> Config:
+    """`RETRY_CONFIG` for the process's own region (None, or the session's: AWS_DEFAULT_REGION, which
+    Lambda and `sluice local` set), `REMOTE_CONFIG` for any other."""
+    own = session.get_config_variable("region")
+    return RETRY_CONFIG if region is None or region == own else REMOTE_CONFIG
 
 
 def instrument(attach: Callable[[Any], None]) -> Callable[[], None]:

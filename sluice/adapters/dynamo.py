@@ -253,14 +253,27 @@ def batch_get_available(
 ) -> tuple[dict[tuple[str, str, str], Item], set[tuple[str, str, str]]]:
     """`batch_get_across` for a reader that can act on part of the keys (the coordinator): what could be
     read, and the (table, pk, sk) keys still throttled after the retries instead of an error. A call
-    throttled on every key has already been retried by the SDK, so its keys are unread at once."""
-    tables = list(requests)
-    if not tables:
-        return {}, set()
-    pending = {
-        t.name: {"Keys": [serialize(key(pk, sk)) for pk, sk in requests[t]], "ConsistentRead": consistent}
-        for t in tables
-    }
+    throttled on every key has already been retried by the SDK, so its keys are unread at once.
+    Tables of several regions (same names in each) are read with one call per region."""
+    by_region: dict[str | None, list[Table]] = {}
+    for table in requests:
+        by_region.setdefault(table.region, []).append(table)
+    found: dict[tuple[str, str, str], Item] = {}
+    unread: set[tuple[str, str, str]] = set()
+    for tables in by_region.values():
+        part, missed = _batch_get_one_region(tables, requests, consistent)
+        found |= part
+        unread |= missed
+    return found, unread
+
+
+def _batch_get_one_region(
+    tables: Sequence[Table], requests: Mapping[Table, Iterable[tuple[str, str]]], consistent: bool
+) -> tuple[dict[tuple[str, str, str], Item], set[tuple[str, str, str]]]:
+    pending: dict[str, Any] = {}
+    for t in tables:
+        entry = pending.setdefault(t.name, {"Keys": [], "ConsistentRead": consistent})
+        entry["Keys"] += [serialize(key(pk, sk)) for pk, sk in requests[t]]
     client = tables[0]._client
     found: dict[tuple[str, str, str], Item] = {}
     left: dict[str, Any] = {}

@@ -4,6 +4,12 @@ A pull reads the group's state and the head of a sample of shards in one BatchGe
 batch items on the shards with work, and commits each shard's new state with a conditional write on
 its version: concurrent pullers never lease the same message, the loser re-reads and tries again.
 The cost is per batch, not per message.
+
+Multi-region (docs/design.md "Multi-region"): a pull reads its own region's shards first and other
+regions' when its batch has room (and first on a share of pulls, so no region waits behind a busy
+one); acks, retries and extends go to the lease's shard's region. A region that cannot be reached is
+skipped for a cool-down (`sluice.engine.regions.RegionBreaker`): pulls answer from the others, acks
+for its shards fail retryably, and its messages are delivered once it is back.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from sluice.engine.budget import ByteBudget
 from sluice.engine.groupstate import GroupState, Pending
 from sluice.engine.publish import Publisher, message_id, request_batches
 from sluice.engine.queues import QueueDirectory
+from sluice.engine.regions import RegionBreaker, by_region, region_key
 from sluice.engine.shardstate import ShardRead, ShardStateReader, apply_floor, state_from
 from sluice.engine.streams import expired
 from sluice.leases import Lease, LeaseSigner
@@ -37,6 +44,7 @@ _ITEMS_PER_QUERY = 32  # at most this many batch items per Query page
 _QUERIES_PER_PULL = 6  # Query pages per shard and pull (1, then sized from the messages per item seen)
 _DEAD_LETTERS_PER_PULL = 50  # bounds the BatchGetItem of one pull (≤ 100 keys with the redeliveries)
 LONG_POLL_MAX_INTERVAL = 0.25  # seconds between the polls of a long-poll pull: ≤ 250 ms late, 1 read each
+OTHER_REGION_FIRST = 0.25  # the share of pulls that read another region before their own
 _MAX_COMMIT_ATTEMPTS = 30
 
 
@@ -99,13 +107,19 @@ class _Take:
 
 class Consumer:
     def __init__(
-        self, backend: Backend, directory: QueueDirectory, publisher: Publisher, signer: LeaseSigner
+        self,
+        backend: Backend,
+        directory: QueueDirectory,
+        publisher: Publisher,
+        signer: LeaseSigner,
+        breaker: RegionBreaker | None = None,
     ) -> None:
         self.backend = backend
         self.directory = directory
         self.publisher = publisher
         self.signer = signer
         self.shard_states = ShardStateReader(backend)
+        self.breaker = breaker or RegionBreaker()
 
     # --- pull ---------------------------------------------------------------------------------------------
 
@@ -158,7 +172,55 @@ class Consumer:
         if group not in queue.groups:
             raise errors.ConsumerGroupNotFound(f"consumer group {group!r} not found on queue {queue_name!r}")
         vis = visibility_ms or queue.settings.visibility_timeout_ms
-        shards = queue.readable_shards
+        deliveries: list[Delivery] = []
+        backlog = answered = skipped = 0
+        for index, (region, shards) in enumerate(self._regions_in_pull_order(queue)):
+            if index and (len(deliveries) >= batch_size or (budget and budget.full)):
+                continue  # a later region is read only when the batch has room (carried acks: _ack_rest)
+            if not self.breaker.allows(region):
+                skipped += 1
+                continue
+            try:
+                got, work = self._pull_region(
+                    queue, shards, group, batch_size - len(deliveries), vis, budget, carried
+                )
+            except errors.DependencyUnavailable:
+                if region is None:
+                    raise  # a single region: nothing else to answer from
+                self.breaker.trip(region)
+                skipped += 1
+                continue
+            answered += 1
+            deliveries += got
+            backlog += work
+        if skipped and not answered:
+            raise errors.DependencyUnavailable(
+                f"no region of queue {queue_name!r} can be reached; retry shortly"
+            )
+        if carried:
+            self._ack_rest(queue, carried)
+            backlog = max(0, backlog - carried.acked[group])  # read before the acks were applied
+        return LeasedBatch(messages=deliveries, message_backlog_count=backlog)  # unacked, in flight included
+
+    def _regions_in_pull_order(self, queue: Queue) -> list[tuple[str | None, list[Shard]]]:
+        """The readable shards by region, this region's first; on a share of pulls another region's
+        first, so a consumer whose own region always fills its batch still drains the others."""
+        ordered = by_region(self.backend, queue.readable_shards)
+        if len(ordered) > 1 and random.random() < OTHER_REGION_FIRST:
+            ordered.insert(0, ordered.pop(random.randrange(1, len(ordered))))
+        return ordered
+
+    def _pull_region(
+        self,
+        queue: Queue,
+        shards: list[Shard],
+        group: str,
+        want: int,
+        vis: int,
+        budget: ByteBudget | None,
+        carried: _CarriedAcks | None,
+    ) -> tuple[list[Delivery], int]:
+        """Lease up to `want` from a sample of `shards` (one region's): (deliveries, estimated backlog)."""
         sample = random.sample(shards, min(SHARDS_PER_PULL, len(shards)))
         if carried:  # read the shards the acks are for too, so their acks share the pull's write
             sample += [s for s in shards if (group, s.id) in carried.ops and s not in sample]
@@ -169,15 +231,18 @@ class Consumer:
         deliveries: list[Delivery] = []
         random.shuffle(views)  # not fullest-first: every puller would pick the same shard (bench/twin)
         for view in (v for v in views if v.work > 0):
-            if len(deliveries) >= batch_size or (budget and budget.full):
+            if len(deliveries) >= want or (budget and budget.full):
                 break
-            deliveries += self._pull_shard(
-                queue, view, group, batch_size - len(deliveries), vis, budget, carried
-            )
-        if carried:
-            self._ack_rest(queue, carried)
-            backlog = max(0, backlog - carried.acked[group])  # read before the acks were applied
-        return LeasedBatch(messages=deliveries, message_backlog_count=backlog)  # unacked, in flight included
+            try:
+                left = want - len(deliveries)
+                deliveries += self._pull_shard(queue, view, group, left, vis, budget, carried)
+            except errors.DependencyUnavailable:
+                region = region_key(self.backend, view.shard)
+                if region is None or not deliveries:
+                    raise
+                self.breaker.trip(region)
+                break  # keep what was leased (committed): the rest of the region waits for its return
+        return deliveries, backlog
 
     def _read_views(self, queue: Queue, shards: Sequence[Shard], group: str) -> list[_ShardView]:
         return [_ShardView.of(read, group) for read in self.shard_states.read(queue, shards, [group])]
@@ -383,6 +448,7 @@ class Consumer:
         for lease_id in lease_ids:
             if lease := self._verify(queue, lease_id, carried.warnings):
                 carried.ops.setdefault((lease.group, lease.shard), []).append(lease)
+        self._check_reachable(queue, (shard for _, shard in carried.ops))
         return carried
 
     def _ack_rest(self, queue: Queue, carried: _CarriedAcks) -> None:
@@ -390,7 +456,8 @@ class Consumer:
         not lease from): applied as `ack` applies them, one write per shard."""
         queue = self._confirm_leased(queue, carried.ops)
         for (group, shard_id), leases in carried.ops.items():
-            done, _, warnings = self._apply(queue, group, shard_id, [(Op.ACK, x, None) for x in leases])
+            with self.breaker.guard(self._region(queue, shard_id)):
+                done, _, warnings = self._apply(queue, group, shard_id, [(Op.ACK, x, None) for x in leases])
             carried.acked[group] += done
             carried.warnings += warnings
         carried.ops.clear()
@@ -431,12 +498,36 @@ class Consumer:
             if lease := self._verify(queue, lease_id, warnings):
                 ops.setdefault((lease.group, lease.shard), []).append((op, lease, value))
         queue = self._confirm_leased(queue, ops)
+        self._check_reachable(queue, (shard for _, shard in ops))
         done = retried = 0
+        unreachable: set[str] = set()
         for (group, shard_id), shard_ops in ops.items():
-            d, r, w = self._apply(queue, group, shard_id, shard_ops, max_retries)
+            region = self._region(queue, shard_id)
+            try:
+                with self.breaker.guard(region):
+                    d, r, w = self._apply(queue, group, shard_id, shard_ops, max_retries)
+            except errors.DependencyUnavailable:
+                if region is None:
+                    raise
+                unreachable.add(region)  # the other regions' shards are still settled
+                continue
             done, retried = done + d, retried + r
             warnings += w
+        if unreachable:
+            raise errors.DependencyUnavailable(
+                f"region {', '.join(sorted(unreachable))} is unreachable: its shards' acks were not "
+                "applied; send them again shortly (the others were applied)"
+            )
         return done, retried, warnings
+
+    def _region(self, queue: Queue, shard_id: int) -> str | None:
+        shard = queue.shard(shard_id)
+        return None if shard is None else region_key(self.backend, shard)
+
+    def _check_reachable(self, queue: Queue, shard_ids: Iterable[int]) -> None:
+        """Refuse, before anything changes, acks for a shard whose region is cooling down (retryable)."""
+        for region in {self._region(queue, shard_id) for shard_id in shard_ids}:
+            self.breaker.check(region)
 
     def _verify(self, queue: Queue, lease_id: str, warnings: list[str]) -> Lease | None:
         """The lease this queue signed, or None and a warning: one answer for acks, retries, extends
@@ -559,7 +650,7 @@ class Consumer:
         timestamp, stored = loaded
         msg = stored[seq - entry.item]
         if msg.overflow_key:
-            body = self.backend.bucket.get(msg.overflow_key) or b""
+            body = self.backend.bucket_for(view.shard).get(msg.overflow_key) or b""
             msg = StoredMessage(**{**msg.__dict__, "body": body, "overflow_key": None})
         return timestamp, msg
 

@@ -59,6 +59,7 @@ class Peeker:
         ones' items by key, the unread ones' from the read level on, at most `want` items."""
         shard_id = shard.id
         table, pk, now = self.backend.table_for(shard), keys.shard_pk(queue, shard_id), self.backend.clock()
+        bucket = self.backend.bucket_for(shard)
         pending = sorted(state.pending)[:want]
         starts = sorted({state.pending[seq].item for seq in pending})
         items = (
@@ -79,7 +80,7 @@ class Peeker:
                 if (entry is None and seq < state.read) or (entry is not None and seq not in pending):
                     continue  # acked, or pending beyond this batch
                 attempts = entry.attempts if entry else 0
-                body = self.backend.bucket.get(msg.overflow_key) or b"" if msg.overflow_key else msg.body
+                body = bucket.get(msg.overflow_key) or b"" if msg.overflow_key else msg.body
                 lease = Lease(shard=shard_id, seq=seq, attempt=attempts, group=group)
                 out.append(
                     Peeked(

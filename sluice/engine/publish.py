@@ -18,7 +18,7 @@ from typing import Any
 from sluice import errors, faults, offsets
 from sluice.adapters.dynamo import ConditionFailed
 from sluice.codec import StoredMessage, encode_batch, encoded_size
-from sluice.engine import keys
+from sluice.engine import keys, regions
 from sluice.engine.backend import Backend
 from sluice.engine.counters import ShardCounters
 from sluice.engine.queues import QueueDirectory
@@ -105,10 +105,11 @@ class Publisher:
                     f"record {index} is {msg.size} bytes; at most {limit} bytes per record"
                 )
         if not messages:  # a pure version bump (or a guarded state change, such as a close)
-            shard = queue.open_shards[0] if queue.open_shards else queue.shards[0]
+            home = regions.key_shards(self.backend, queue)
+            shard = home[0] if home else queue.shards[0]
             alloc = self._allocate(queue, shard, 0, version, guard=guard)
             return PublishResult(message_ids=[], offsets=[], shard=shard.id, tail_seq=alloc.first_seq)
-        return self._publish_to_one_shard(queue, messages, version, guard)
+        return self._publish_to_one_shard(queue, messages, version, guard, keyed=True)
 
     @staticmethod
     def check_batch(queue: Queue, messages: Sequence[OutgoingMessage]) -> None:
@@ -137,22 +138,33 @@ class Publisher:
         self, queue: Queue, messages: Sequence[OutgoingMessage]
     ) -> list[list[OutgoingMessage]]:
         """Unordered queues: all on one random open shard. Ordered: one group per key's shard, in order."""
-        if not queue.settings.ordered:
+        home = regions.key_shards(self.backend, queue) if queue.settings.ordered else []
+        if not home:  # unordered; or no open shard, which the publish answers as resharding
             return [list(messages)]
         groups: dict[int, list[OutgoingMessage]] = {}
         for msg in messages:
-            shard = shard_for_key(queue.open_shards, msg.partition_key or "")
+            shard = shard_for_key(home, msg.partition_key or "")
             groups.setdefault(shard.id, []).append(msg)
         return list(groups.values())
 
+    def _candidates(self, queue: Queue, keyed: bool) -> list[Shard]:
+        """The open shards a send may use: a key's (ordered queues, stream appends) are the home
+        region's; any other send stays in this broker's region (docs/design.md "Multi-region")."""
+        keyed = keyed or queue.settings.ordered
+        return regions.key_shards(self.backend, queue) if keyed else regions.send_shards(self.backend, queue)
+
     def _pick_shard(
-        self, queue: Queue, messages: Sequence[OutgoingMessage], avoid: Collection[int] = ()
+        self,
+        queue: Queue,
+        messages: Sequence[OutgoingMessage],
+        candidates: list[Shard],
+        avoid: Collection[int],
     ) -> Shard:
-        if not queue.open_shards:
+        if not candidates:
             raise errors.DependencyUnavailable(f"queue {queue.name!r} has no open shard; retry shortly")
         if queue.settings.ordered:
-            return shard_for_key(queue.open_shards, messages[0].partition_key or "")
-        return random.choice([s for s in queue.open_shards if s.id not in avoid] or queue.open_shards)
+            return shard_for_key(candidates, messages[0].partition_key or "")
+        return random.choice([s for s in candidates if s.id not in avoid] or candidates)
 
     def _publish_to_one_shard(
         self,
@@ -160,26 +172,31 @@ class Publisher:
         messages: Sequence[OutgoingMessage],
         version: int | None,
         guard: HeadGuard | None = None,
+        *,
+        keyed: bool = False,
     ) -> PublishResult:
+        """`keyed`: the messages belong to the home region's shards even on an unordered queue (an
+        append to a stream: one sequencer for its one order)."""
         nbytes = sum(len(m.body) for m in messages)
         throttled: set[int] = set()
         refreshed = False
         for _ in range(_MAX_ALLOCATE_ATTEMPTS):
-            shard = self._pick_shard(queue, messages, avoid=throttled)
+            candidates = self._candidates(queue, keyed)
+            shard = self._pick_shard(queue, messages, candidates, throttled)
             try:
                 alloc = self._allocate(queue, shard, len(messages), version, nbytes, guard=guard)
             except _ShardSealed:
                 queue = self.directory.refresh(queue.name, queue.version)
                 continue
             except errors.Throttled:
-                # An unordered send may land on any open shard: move to one not throttled yet instead of
-                # failing the request (the twin showed clients retrying into the same hot shard). When
-                # every shard this broker knows is throttled, the coordinator may have added shards the
-                # cached map does not show yet: look once.
+                # An unordered send may land on any open shard of its region: move to one not throttled
+                # yet instead of failing the request (the twin showed clients retrying into the same hot
+                # shard). When every such shard this broker knows is throttled, the coordinator may have
+                # added shards the cached map does not show yet: look once.
                 throttled.add(shard.id)
                 if queue.settings.ordered or guard is not None:
                     raise
-                if len(throttled) >= len(queue.open_shards):
+                if len(throttled) >= len(candidates):
                     newer = None if refreshed else self.directory.refresh(queue.name, queue.version)
                     refreshed = True
                     if newer is None or newer.version <= queue.version:
@@ -279,7 +296,7 @@ class Publisher:
             body, overflow_key = msg.body, None
             if len(body) > OVERFLOW_BYTES:
                 overflow_key = keys.overflow_key(pk, seq)
-                self.backend.bucket.put(overflow_key, body)
+                self.backend.bucket_for(shard).put(overflow_key, body)
                 body = b""
             stored.append(
                 StoredMessage(

@@ -94,7 +94,8 @@ class ShardWorker:
     ) -> WorkReport:
         """Do `actions` on the shards of `queue` (every queue when None) listed in `shards` (all when
         None; ids no longer in the map are skipped). The shard function runs what the coordinator
-        sends (`sluice.events.ShardWorkEvent`); `sweep` is for `sluice local`'s TTL emulation."""
+        sends (`sluice.events.ShardWorkEvent`); `sweep` is for `sluice local`'s TTL emulation. Only
+        this region's shards are worked on: another region's shard function works on its own."""
         wanted = {actions} if isinstance(actions, str) else set(actions)
         unknown = wanted - set(ACTIONS)
         if unknown or not wanted:
@@ -105,7 +106,7 @@ class ShardWorker:
         report = WorkReport()
         for q in [self.registry.get(queue)] if queue else self._all_queues():
             for shard in q.shards:
-                if only is not None and shard.id not in only:
+                if (only is not None and shard.id not in only) or not self.backend.is_local(shard):
                     continue
                 try:
                     report.merge(self.work_shard(q, shard, wanted))
@@ -158,7 +159,9 @@ class ShardWorker:
             return 0  # a young gap right at the mark: wait for it
         ref = None
         if scan.records:
-            ref = write_segment(self.backend, queue, shard.id, scan.records, flushed, end - 1, level=0)
+            ref = write_segment(
+                self.backend, queue, shard.id, scan.records, flushed, end - 1, level=0, region=shard.region
+            )
             faults.crash_point(faults.SEGMENT_AFTER_UPLOAD)
             if not put_index(self.backend, ref):
                 return 0  # another worker flushed this range
@@ -220,7 +223,7 @@ class ShardWorker:
 
     def compact(self, queue: Queue, shard: Shard, report: WorkReport | None = None) -> SegmentRef | None:
         """Merge the oldest run of FANOUT adjacent same-level segments into one of the next level."""
-        refs = covering(list_segments(self.backend, queue, shard.id), 0)
+        refs = covering(list_segments(self.backend, queue, shard.id, region=shard.region), 0)
         run = _pick_run(refs)
         if not run:
             return None
@@ -228,7 +231,14 @@ class ShardWorker:
         for ref in run:
             records += read_segment(self.backend, ref)
         merged = write_segment(
-            self.backend, queue, shard.id, records, run[0].first, run[-1].last, level=run[0].level + 1
+            self.backend,
+            queue,
+            shard.id,
+            records,
+            run[0].first,
+            run[-1].last,
+            level=run[0].level + 1,
+            region=shard.region,
         )
         if not put_index(self.backend, merged, replacing=run[0]):
             return None  # another worker compacted this range
@@ -236,7 +246,7 @@ class ShardWorker:
             delete_index(self.backend, ref)
         for ref in run:
             if ref.key != merged.key:
-                self.backend.bucket.delete(ref.key)
+                self.backend.bucket_for(shard).delete(ref.key)
         if report is not None:
             report.compactions += 1
             report.compacted_records += len(records)
@@ -251,11 +261,11 @@ class ShardWorker:
             return 0
         horizon = self.backend.clock() - queue.settings.retention_seconds * 1000
         removed = 0
-        for ref in covering(list_segments(self.backend, queue, shard.id), 0):
+        for ref in covering(list_segments(self.backend, queue, shard.id, region=shard.region), 0):
             if ref.max_ts >= horizon:
                 break
             delete_index(self.backend, ref)
-            self.backend.bucket.delete(ref.key)
+            self.backend.bucket_for(shard).delete(ref.key)
             removed += 1
         return removed
 

@@ -9,7 +9,11 @@ and skipped. An item past its `exp` is gone (DynamoDB deletes expired items lazi
 
 Positions: a `Cursor` maps shard id → next sequence to read. For a one-shard read the public form is
 the 32-digit offset of the last record (`<16-digit ms><16-digit seq>`); over several shards it is an
-opaque string (`~<shard>.<seq>,...`).
+opaque string (`~<shard>.<seq>,...`). Shard ids are unique across the regions of a deployment, so a
+cursor covers every region's shards; each shard is read in its own region (table and bucket), and
+shard listings and pages name it (`region`, multi-region deployments only). A read over several shards
+from a cursor skips the shards of a region that cannot be reached (`RegionBreaker`): their positions
+stay where they were, so the next read resumes them once the region is back.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from sluice.engine.backend import Backend
 from sluice.engine.budget import ByteBudget
 from sluice.engine.publish import message_id
 from sluice.engine.queues import QueueDirectory, QueueRegistry
+from sluice.engine.regions import RegionBreaker, region_key
 from sluice.models import MAX_BATCH_MESSAGES, Queue, Shard
 from sluice.segments import Record, SegmentGone, SegmentRef, covering, list_segments, read_segment
 
@@ -115,7 +120,7 @@ def scan_hot(
             msg = stored[s - first]
             body = msg.body
             if msg.overflow_key:
-                body = backend.bucket.get(msg.overflow_key) or b""
+                body = backend.bucket_for(shard).get(msg.overflow_key) or b""
             records.append(
                 Record(
                     shard=shard.id,
@@ -202,6 +207,7 @@ class StreamPage:
     records: list[Record]
     next_offset: str
     positions: dict[int, int]  # shard → next sequence after this page
+    regions: dict[int, str] = field(default_factory=dict)  # shard → region (multi-region deployments)
 
 
 # --- the reader -----------------------------------------------------------------------------------------
@@ -220,6 +226,7 @@ class StreamReader:
         self._cached_records = 0
         self._index: dict[str, list[SegmentRef]] = {}
         self._flushed: dict[str, int] = {}
+        self.breaker = RegionBreaker()
 
     # --- public ---------------------------------------------------------------------------------------
 
@@ -253,11 +260,13 @@ class StreamReader:
                 # current head: both sort before what the client sent.)
                 page.next_offset = position.text
             if page.records or time.monotonic() >= deadline:
+                page.regions = self._regions(shards)
                 return _fit(page, ByteBudget(max_bytes, size_of)) if size_of else page
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 0.5)
             current = self._current(queue.name)
             if current is None or current.incarnation != queue.incarnation:
+                page.regions = self._regions(shards)
                 return page  # deleted while we waited: release the reader
             seqs = page.positions
 
@@ -282,9 +291,16 @@ class StreamReader:
                     else None,
                     "flushed_seq": head.get(keys.HEAD_FLUSHED, 0),
                     "next_seq": head.get(keys.HEAD_NEXT, 0),
+                    **({"region": region} if (region := self._regions([shard]).get(shard.id)) else {}),
                 }
             )
         return out
+
+    def _regions(self, shards: list[Shard]) -> dict[int, str]:
+        """Each shard's region in a multi-region deployment (nothing in a single-region one)."""
+        if not self.backend.settings.multi_region:
+            return {}
+        return {s.id: region for s in shards if (region := self.backend.region_of(s))}
 
     # --- internals ------------------------------------------------------------------------------------
 
@@ -316,7 +332,11 @@ class StreamReader:
             given = {shards[0].id: given[-1]}
         for shard in shards:
             if shard.id in given:
-                head_next = self._head(queue, shard).get(keys.HEAD_NEXT, 0)
+                head = self._head_or_skip(queue, shard, shards)
+                if head is None:  # its region cannot be reached: checked once it answers again
+                    seqs[shard.id] = given[shard.id]
+                    continue
+                head_next = head.get(keys.HEAD_NEXT, 0)
                 if given[shard.id] > head_next:
                     raise errors.InvalidOffset(
                         f"offset is past the end of shard {shard.id} (next sequence {head_next}): pass an "
@@ -331,6 +351,24 @@ class StreamReader:
                 seqs[shard.id] = 0
         return seqs
 
+    def _skippable_region(self, shard: Shard, shards: list[Shard]) -> str | None:
+        """The shard's region when a read over several shards may leave it for later (multi-region);
+        None: its failures are the read's."""
+        return region_key(self.backend, shard) if len(shards) > 1 else None
+
+    def _head_or_skip(self, queue: Queue, shard: Shard, shards: list[Shard]) -> dict[str, Any] | None:
+        """The shard's HEAD, or None when its region cools down or does not answer now (skippable)."""
+        region = self._skippable_region(shard, shards)
+        if not self.breaker.allows(region):
+            return None
+        try:
+            with self.breaker.guard(region):
+                return self._head(queue, shard)
+        except errors.DependencyUnavailable:
+            if region is None:
+                raise
+            return None
+
     def _head(self, queue: Queue, shard: Shard) -> dict[str, Any]:
         head = self.backend.table_for(shard).get(keys.shard_pk(queue, shard.id), keys.HEAD_SK) or {}
         with self._lock:
@@ -339,7 +377,7 @@ class StreamReader:
 
     def _seek_time(self, queue: Queue, shard: Shard, start_ms: int) -> int:
         """The first sequence whose record is at or after `start_ms` (timestamps never go back)."""
-        refs = covering(list_segments(self.backend, queue, shard.id), 0)
+        refs = covering(list_segments(self.backend, queue, shard.id, region=shard.region), 0)
         seq = 0
         for ref in refs:
             if ref.max_ts >= start_ms:
@@ -355,6 +393,7 @@ class StreamReader:
     def _read_once(self, queue: Queue, shards: list[Shard], seqs: dict[int, int], limit: int) -> StreamPage:
         positions = dict(seqs)
         records: list[Record] = []
+        skipped: set[int] = set()  # shards of an unreachable region: their positions stay
         # Two passes: first a fair share per shard, then whatever room is left.
         share = max(1, limit // len(shards)) if shards else limit
         for pass_limit in (share, limit):
@@ -362,8 +401,23 @@ class StreamReader:
                 room = min(pass_limit, limit - len(records))
                 if room <= 0:
                     break
-                got, positions[shard.id] = self._read_shard(queue, shard, positions[shard.id], room)
+                region = self._skippable_region(shard, shards)
+                if shard.id in skipped or not self.breaker.allows(region):
+                    skipped.add(shard.id)
+                    continue
+                try:
+                    with self.breaker.guard(region):
+                        got, positions[shard.id] = self._read_shard(queue, shard, positions[shard.id], room)
+                except errors.DependencyUnavailable:
+                    if region is None:
+                        raise
+                    skipped.add(shard.id)
+                    continue
                 records += got
+        if shards and len(skipped) == len(shards):
+            raise errors.DependencyUnavailable(
+                f"no region of queue {queue.name!r} can be reached; retry shortly"
+            )
         if len(shards) == 1:
             only = shards[0].id
             if records:
@@ -440,7 +494,7 @@ class StreamReader:
             refs = covering(cached, seq)
             if refs and refs[0].first <= seq and refs[-1].last >= flushed - 1:
                 return refs
-        listed = list_segments(self.backend, queue, shard.id)
+        listed = list_segments(self.backend, queue, shard.id, region=shard.region)
         with self._lock:
             self._index[pk] = listed
         return covering(listed, seq)
@@ -477,4 +531,4 @@ def _fit(page: StreamPage, budget: ByteBudget) -> StreamPage:
     records = page.records[:kept]
     # One shard: the offset of the last record returned; several: a cursor over all of them.
     next_offset = records[-1].offset if len(positions) == 1 else encode_cursor(positions)
-    return StreamPage(records=records, next_offset=next_offset, positions=positions)
+    return StreamPage(records=records, next_offset=next_offset, positions=positions, regions=page.regions)
