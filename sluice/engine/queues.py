@@ -71,6 +71,12 @@ class QueueRegistry:
     def home_region(self) -> str | None:
         return self.backend.settings.home_region if self.backend.settings.multi_region else None
 
+    def regions_for(self, settings: QueueSettings) -> list[str | None]:
+        """Where a queue with `settings` has shards: every region, except an ordered queue (and so
+        every stream), whose keys all live in the home region: one sequencer per key, which every
+        producer finds without a lookup (docs/design.md "Multi-region")."""
+        return [self.home_region] if settings.ordered else self.regions
+
     def create(self, name: str, raw_settings: dict[str, Any] | None = None, **fields: Any) -> Queue:
         """`fields`: further Queue attributes set atomically with the creation (a face's metadata)."""
         check_queue_name(name)
@@ -81,7 +87,7 @@ class QueueRegistry:
         queue = Queue(
             name=name, settings=settings, created_ms=now, incarnation=secrets.token_hex(4), **fields
         )
-        for region in self.regions:  # `min_shards` open shards in every region
+        for region in self.regions_for(settings):  # `min_shards` open shards in every region
             queue = queue.with_new_shards(settings.min_shards, region, len(self.backend.shard_tables), now)
         try:
             self.backend.control.put(self._item(queue), condition=keys.NEW_ITEM)

@@ -232,6 +232,15 @@ def test_a_region_without_shards_gets_min_shards_from_its_coordinator(regions, q
     assert after.fence_of(AWAY) == report.token
 
 
+def test_an_ordered_queue_lives_in_the_home_region_only(regions, queue_name):
+    """One sequencer per partition key: an ordered queue (every stream is one) has no shards elsewhere,
+    and the away coordinator does not add any."""
+    created = regions[AWAY].queues.create(queue_name, {"ordered": True, "min_shards": 2, "max_shards": 2})
+    assert {s.region for s in created.shards} == {HOME} and len(created.shards) == 2
+    regions[AWAY].coordinator(queue_name, "away-1").run_once()
+    assert {s.region for s in regions[HOME].queues.get(queue_name).shards} == {HOME}
+
+
 def test_tokens_are_verified_from_the_region_replica(regions, monkeypatch):
     home, away = regions[HOME], regions[AWAY]
     token_id, token = TokenStore(home.backend).create("*", ["read"])

@@ -139,7 +139,8 @@ class Coordinator:
 
     def run_queue(self, name: str, token: int) -> QueueReport:
         queue = self.queues.get(name)
-        if not [s for s in self._mine(queue) if s.state == "open"]:
+        serves_here = self.region in self.queues.regions_for(queue.settings)
+        if serves_here and not [s for s in self._mine(queue) if s.state == "open"]:
             queue = self._add_region_shards(queue, token)
         now = self.backend.clock()
         readable = [s for s in self._mine(queue) if s.state != "retired"]
