@@ -7,6 +7,10 @@ appended once per process as a JSON line. `sluice.local.iamcheck` evaluates the 
 of the synthesized template. Calls are attributed to the function whose handler is running
 (`attributed`, set by the local runtime's `invoke` around each event); calls made outside any handler
 (test setup, provisioning) belong to no role and are not recorded.
+
+Each record also names the caller's region (`SLUICE_REGION`, in a multi-region `sluice local`) next to
+the call's, so cross-region calls show. `SLUICE_CALL_LOG_FILE` (tests) appends every call, not each
+distinct one once, with its time: what a test counts (e.g. a function's cross-region calls in a window).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -43,9 +48,9 @@ def attributed(function: str) -> Iterator[None]:
 
 
 def install_from_env() -> bool:
-    """Start recording if the audit file is configured (idempotent); True when recording."""
+    """Start recording if the audit file or the call log is configured (idempotent); True when recording."""
     global _installed
-    if not os.environ.get(c.ENV_IAM_AUDIT_FILE):
+    if not (os.environ.get(c.ENV_IAM_AUDIT_FILE) or os.environ.get(c.ENV_CALL_LOG_FILE)):
         return False
     with _lock:
         if _installed:
@@ -61,30 +66,48 @@ def _attach(client: Any) -> None:
 
     def record(params: dict[str, Any], model: Any, **_: Any) -> None:
         function = _current.get()
+        if function is None:
+            return
+        caller = os.environ.get(c.ENV_REGION) or region
+        log = os.environ.get(c.ENV_CALL_LOG_FILE)
+        if log:
+            call = {"ts_ms": int(time.time() * 1000), "function": function, "region": region}
+            _append(log, {**call, "caller_region": caller, "service": service, "operation": model.name})
         path = os.environ.get(c.ENV_IAM_AUDIT_FILE)
-        if function is None or not path:
+        if not path:
             return
         stage = os.environ.get(c.ENV_STAGE, "")
         for action, resource in iam_requests(service, model.name, params, region):
-            _write(path, function, stage, region, action, resource)
+            _write(path, function, stage, region, caller, action, resource)
 
     client.meta.events.register("provide-client-params", record, unique_id="sluice-callaudit")
 
 
-def _write(path: str, function: str, stage: str, region: str, action: str, resource: str) -> None:
-    key = (path, function, stage, region, action, resource)
+def _write(
+    path: str, function: str, stage: str, region: str, caller: str, action: str, resource: str
+) -> None:
+    key = (path, function, stage, region, caller, action, resource)
     with _lock:
         if key in _seen:
             return
         _seen.add(key)
-        record = {"function": function, "stage": stage, "region": region, "action": action}
-        line = json.dumps({**record, "resource": resource})
-        # One O_APPEND write per line: lines from concurrent worker processes never interleave.
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, (line + "\n").encode())
-        finally:
-            os.close(fd)
+    record = {"function": function, "stage": stage, "region": region, "caller_region": caller}
+    _append(path, {**record, "action": action, "resource": resource})
+
+
+def _append(path: str, record: dict[str, Any]) -> None:
+    """One O_APPEND write per line: lines from concurrent worker processes never interleave."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(record) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def load_call_log(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The records of a `SLUICE_CALL_LOG_FILE`, in the order written."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def iam_requests(service: str, operation: str, params: dict[str, Any], region: str) -> list[tuple[str, str]]:

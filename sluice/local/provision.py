@@ -7,7 +7,8 @@ logical ids (`sluice.constants.LOGICAL_*`):
 
     ControlTable   -> sluice-{stage}-control
     ShardTable{i}  -> sluice-{stage}-shards-{i}
-    SegmentBucket  -> sluice-{stage}-segments
+    SegmentBucket  -> sluice-{stage}-segments (sluice-{stage}-segments-{region} for one region of a
+                      multi-region `sluice local`: bucket names are global)
     LeaseKeySecret -> sluice/{stage}/lease-key (the deployed name), its value generated as the
                       template's GenerateSecretString says (Secrets Manager does it in AWS)
     other tables   -> sluice-{stage}-{logical id, lower case}
@@ -33,13 +34,13 @@ __all__ = ["TemplateUnavailable", "local_name", "provision", "tables_from_templa
 _SHARD_RE = re.compile(rf"^{re.escape(c.LOGICAL_SHARD_TABLE_PREFIX)}(\d+)$")
 
 
-def local_name(stage: str, logical_id: str) -> str:
+def local_name(stage: str, logical_id: str, region: str | None = None) -> str:
     if logical_id == c.LOGICAL_CONTROL_TABLE:
         return f"sluice-{stage}-control"
     if m := _SHARD_RE.match(logical_id):
         return f"sluice-{stage}-shards-{m.group(1)}"
     if logical_id == c.LOGICAL_SEGMENT_BUCKET:
-        return f"sluice-{stage}-segments"
+        return f"sluice-{stage}-segments" + (f"-{region}" if region else "")
     if logical_id == c.LOGICAL_LEASE_KEY_SECRET:
         return c.LEASE_KEY_SECRET_NAME_TEMPLATE.format(stage=stage)
     return f"sluice-{stage}-{logical_id.lower()}"
@@ -60,8 +61,10 @@ def provision(
     shard_table_count: int = c.DEFAULT_SHARD_TABLE_COUNT,
     *,
     template: dict[str, Any] | None = None,
+    region: str | None = None,
 ) -> Settings:
-    """Tables, bucket and shard-map path of the stack, named for `stage`. Idempotent.
+    """Tables, bucket and shard-map path of the stack, named for `stage`, in `region` (None: the
+    process's own). Idempotent.
 
     `template` defaults to the cached synthesized template (synthesized with `shard_table_count` shard
     tables if missing or stale); raises `TemplateUnavailable` with the reason if it cannot be produced.
@@ -89,7 +92,7 @@ def provision(
             raise TemplateUnavailable(f"the template has no {needed}")
     wanted_shards = set(shard_ids[:shard_table_count])
 
-    ddb = aws.client("dynamodb", endpoint_url)
+    ddb = aws.client("dynamodb", endpoint_url, region)
     existing = set(ddb.list_tables()["TableNames"])
     for lid, props in tables.items():
         if _SHARD_RE.match(lid) and lid not in wanted_shards:
@@ -98,8 +101,8 @@ def provision(
         if name not in existing:
             _create_table(ddb, name, props)
 
-    s3 = aws.client("s3", endpoint_url)
-    bucket = local_name(stage, c.LOGICAL_SEGMENT_BUCKET)
+    s3 = aws.client("s3", endpoint_url, region)
+    bucket = local_name(stage, c.LOGICAL_SEGMENT_BUCKET, region)
     try:
         s3.head_bucket(Bucket=bucket)
     except ClientError:
@@ -112,7 +115,7 @@ def provision(
         s3.create_bucket(Bucket=bucket, **extra)
 
     lease_key_secret = _ensure_secret(
-        aws.client("secretsmanager", endpoint_url),
+        aws.client("secretsmanager", endpoint_url, region),
         local_name(stage, c.LOGICAL_LEASE_KEY_SECRET),
         resources[c.LOGICAL_LEASE_KEY_SECRET].get("Properties", {}),
     )
