@@ -7,8 +7,9 @@ logical ids (`sluice.constants.LOGICAL_*`):
 
     ControlTable   -> sluice-{stage}-control
     ShardTable{i}  -> sluice-{stage}-shards-{i}
-    SegmentBucket  -> sluice-{stage}-segments (sluice-{stage}-segments-{region} for one region of a
-                      multi-region `sluice local`: bucket names are global)
+    SegmentBucket  -> sluice-{stage}-segments (sluice-{stage}-segments-{account}-{region} for one
+                      region of a multi-region `sluice local`, as the multi-region stack names it:
+                      bucket names are global)
     LeaseKeySecret -> sluice/{stage}/lease-key (the deployed name), its value generated as the
                       template's GenerateSecretString says (Secrets Manager does it in AWS)
     other tables   -> sluice-{stage}-{logical id, lower case}
@@ -26,6 +27,7 @@ from botocore.exceptions import ClientError
 
 from sluice import constants as c
 from sluice.adapters import aws
+from sluice.local.callaudit import LOCAL_ACCOUNT
 from sluice.local.template import TemplateUnavailable, load_template
 from sluice.settings import Settings
 
@@ -40,7 +42,7 @@ def local_name(stage: str, logical_id: str, region: str | None = None) -> str:
     if m := _SHARD_RE.match(logical_id):
         return f"sluice-{stage}-shards-{m.group(1)}"
     if logical_id == c.LOGICAL_SEGMENT_BUCKET:
-        return f"sluice-{stage}-segments" + (f"-{region}" if region else "")
+        return f"sluice-{stage}-segments" + (f"-{LOCAL_ACCOUNT}-{region}" if region else "")
     if logical_id == c.LOGICAL_LEASE_KEY_SECRET:
         return c.LEASE_KEY_SECRET_NAME_TEMPLATE.format(stage=stage)
     return f"sluice-{stage}-{logical_id.lower()}"

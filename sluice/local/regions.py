@@ -210,7 +210,7 @@ class MultiRegionRuntime:
                     region=region,
                     endpoint_url=endpoint,
                     template=templates[region],
-                    settings=settings[region],
+                    provisioned=settings[region],
                     outage=self.outage,
                     admin_routes=routes,
                 )

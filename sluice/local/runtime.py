@@ -98,14 +98,13 @@ class LocalRuntime:
     region: str | None = None
     endpoint_url: str | None = None
     template: dict[str, Any] | None = None
-    settings: Settings | None = None
+    provisioned: Settings | None = None
     outage: interregion.OutageSwitch | None = None
     admin_routes: AdminRoutes | None = None
 
     def start(self) -> None:
         os.environ.update(LOCAL_AWS_ENV)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every call
-        self._moto: ThreadedMotoServer | None = None
         endpoint = self.endpoint_url
         if endpoint is None:
             moto_patches.apply()
@@ -125,8 +124,7 @@ class LocalRuntime:
         # the stack names it), shard work and the schedule's runs $LATEST.
         self.api_targets: dict[str, ApiTarget] = api_targets_from_template(template)
         self.aliases = {target.function: target.alias for target in self.api_targets.values()}
-        if self.settings is None:
-            self.settings = provision(endpoint, self.stage, template=template)
+        self.settings: Settings = self.provisioned or provision(endpoint, self.stage, template=template)
         engine = Sluice.from_settings(self.settings)
         if self.admin_token:
             engine.tokens.create("*", ["admin"], token=self.admin_token)
@@ -245,7 +243,7 @@ class LocalRuntime:
             pool.close()
         if self.ttl_sweep_seconds:
             _terminate_now(self._ttl_pool)
-        if self._moto is not None:
+        if self.endpoint_url is None:  # its own moto, not one shared with other regions
             self._moto.stop()
 
     def dispatch(
