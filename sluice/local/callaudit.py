@@ -8,8 +8,9 @@ of the synthesized template. Calls are attributed to the function whose handler 
 (`attributed`, set by the local runtime's `invoke` around each event); calls made outside any handler
 (test setup, provisioning) belong to no role and are not recorded.
 
-Each record also names the caller's region (`SLUICE_REGION`, in a multi-region `sluice local`) next to
-the call's, so cross-region calls show. `SLUICE_CALL_LOG_FILE` (tests) appends every call, not each
+In a multi-region `sluice local` each record also names the caller's region (`SLUICE_REGION`) next to
+the call's, and the deployment's regions (`SLUICE_REGIONS`): the call is judged by the role of the
+caller's region. `SLUICE_CALL_LOG_FILE` (tests) appends every call, not each
 distinct one once, with its time: what a test counts (e.g. a function's cross-region calls in a window).
 """
 
@@ -33,7 +34,7 @@ PARTITION = "aws"
 
 _current: ContextVar[str | None] = ContextVar("sluice_audited_function", default=None)
 _lock = threading.Lock()
-_seen: set[tuple[str, ...]] = set()
+_seen: set[tuple[object, ...]] = set()
 _installed = False
 
 
@@ -76,23 +77,24 @@ def _attach(client: Any) -> None:
         path = os.environ.get(c.ENV_IAM_AUDIT_FILE)
         if not path:
             return
-        stage = os.environ.get(c.ENV_STAGE, "")
+        where = {"region": region}
+        if os.environ.get(c.ENV_REGION):  # multi-region: judged by the role in the caller's region
+            where.update(caller_region=caller, regions=os.environ.get(c.ENV_REGIONS, ""))
+        caller_role = {"function": function, "stage": os.environ.get(c.ENV_STAGE, ""), **where}
         for action, resource in iam_requests(service, model.name, params, region):
-            _write(path, function, stage, region, caller, action, resource)
+            _write(path, {**caller_role, "action": action, "resource": resource})
 
     client.meta.events.register("provide-client-params", record, unique_id="sluice-callaudit")
 
 
-def _write(
-    path: str, function: str, stage: str, region: str, caller: str, action: str, resource: str
-) -> None:
-    key = (path, function, stage, region, caller, action, resource)
+def _write(path: str, record: dict[str, str]) -> None:
+    """Each distinct call once per process."""
+    key = (path, *record.items())
     with _lock:
         if key in _seen:
             return
         _seen.add(key)
-    record = {"function": function, "stage": stage, "region": region, "caller_region": caller}
-    _append(path, {**record, "action": action, "resource": resource})
+    _append(path, record)
 
 
 def _append(path: str, record: dict[str, Any]) -> None:

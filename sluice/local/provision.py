@@ -36,13 +36,13 @@ __all__ = ["TemplateUnavailable", "local_name", "provision", "tables_from_templa
 _SHARD_RE = re.compile(rf"^{re.escape(c.LOGICAL_SHARD_TABLE_PREFIX)}(\d+)$")
 
 
-def local_name(stage: str, logical_id: str, region: str | None = None) -> str:
+def local_name(stage: str, logical_id: str) -> str:
     if logical_id == c.LOGICAL_CONTROL_TABLE:
         return f"sluice-{stage}-control"
     if m := _SHARD_RE.match(logical_id):
         return f"sluice-{stage}-shards-{m.group(1)}"
     if logical_id == c.LOGICAL_SEGMENT_BUCKET:
-        return f"sluice-{stage}-segments" + (f"-{LOCAL_ACCOUNT}-{region}" if region else "")
+        return f"sluice-{stage}-segments"
     if logical_id == c.LOGICAL_LEASE_KEY_SECRET:
         return c.LEASE_KEY_SECRET_NAME_TEMPLATE.format(stage=stage)
     return f"sluice-{stage}-{logical_id.lower()}"
@@ -104,7 +104,9 @@ def provision(
             _create_table(ddb, name, props)
 
     s3 = aws.client("s3", endpoint_url, region)
-    bucket = local_name(stage, c.LOGICAL_SEGMENT_BUCKET, region)
+    bucket = local_name(stage, c.LOGICAL_SEGMENT_BUCKET)
+    if region:  # one bucket per account and region (S3 names are global), as the multi-region stack names it
+        bucket = f"{bucket}-{LOCAL_ACCOUNT}-{region}"
     try:
         s3.head_bucket(Bucket=bucket)
     except ClientError:

@@ -83,16 +83,30 @@ def provision_regions(
 ) -> dict[str, Settings]:
     """Every region's resources on the one moto server, and each region's `Settings` (home first)."""
     regions = list(templates)
-    buckets = {region: local_name(stage, c.LOGICAL_SEGMENT_BUCKET, region) for region in regions}
-    settings: dict[str, Settings] = {}
+    home = templates[regions[0]]
+    own: dict[str, Settings] = {}
     for region in regions:
-        if settings:  # after the home region: its lease key, replicated
+        if own:  # after the home region: its lease key, replicated
             _replicate_secret(endpoint_url, stage, regions[0], region)
-        own = provision(endpoint_url, stage, template=templates[region], region=region)
-        settings[region] = own.model_copy(
-            update={"regions": regions, "region": region, "segment_buckets": buckets}
-        )
-    return settings
+        template = _with_replicas(templates[region], home)
+        own[region] = provision(endpoint_url, stage, template=template, region=region)
+    buckets = {region: settings.segment_bucket for region, settings in own.items()}
+    return {
+        region: settings.model_copy(update={"regions": regions, "region": region, "segment_buckets": buckets})
+        for region, settings in own.items()
+    }
+
+
+# What the home stack defines for every region: the control table (a global table, a replica in each
+# region) and the lease-key secret (replicated). A region's own template may leave them out.
+_REPLICATED = (c.LOGICAL_CONTROL_TABLE, c.LOGICAL_LEASE_KEY_SECRET)
+
+
+def _with_replicas(template: dict[str, Any], home: dict[str, Any]) -> dict[str, Any]:
+    """`template` with the home template's replicated resources where it has none of its own."""
+    resources = template.get("Resources", {})
+    missing = {lid: home["Resources"][lid] for lid in _REPLICATED if lid not in resources}
+    return {**template, "Resources": {**resources, **missing}} if missing else template
 
 
 def _replicate_secret(endpoint_url: str, stage: str, home: str, region: str) -> None:

@@ -4,6 +4,7 @@ replication, the outage switch, the distance-and-outage hook and the call log it
 from __future__ import annotations
 
 import functools
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -176,6 +177,7 @@ def test_the_call_log_names_the_callers_region_and_the_calls(tmp_path, monkeypat
     monkeypatch.setenv(c.ENV_CALL_LOG_FILE, str(log))
     monkeypatch.setenv(c.ENV_IAM_AUDIT_FILE, str(tmp_path / "audit.jsonl"))  # not the session's audit
     monkeypatch.setenv(c.ENV_REGION, HOME)
+    monkeypatch.setenv(c.ENV_REGIONS, f"{HOME},{AWAY}")
     assert callaudit.install_from_env()
     with callaudit.attributed(c.FN_BROKER):
         adapters.client("dynamodb", None, HOME).list_tables()
@@ -188,6 +190,12 @@ def test_the_call_log_names_the_callers_region_and_the_calls(tmp_path, monkeypat
         (c.FN_BROKER, HOME, HOME, "ListTables"),
         (c.FN_BROKER, AWAY, HOME, "ListTables"),
         (c.FN_BROKER, AWAY, HOME, "ListTables"),  # every call, not each distinct one once
+    ]
+    # The IAM audit records each distinct call once, judged by the role of the caller's region.
+    audited = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [(r["region"], r["caller_region"], r["regions"]) for r in audited] == [
+        (HOME, HOME, f"{HOME},{AWAY}"),
+        (AWAY, HOME, f"{HOME},{AWAY}"),
     ]
 
 
