@@ -2,8 +2,8 @@
 control table replicated between them, a delay between regions and a switch that takes one down.
 
 One server for the module (starting two regions takes a while). Its AWS calls go to an IAM audit file
-and a call log of its own: the call log counts cross-region calls per function; the session's IAM
-audit checks single-region roles, and a multi-region stack's roles are per region (r-stack's template).
+and a call log of its own: the call log counts cross-region calls per function; the audit is checked
+against each region's own roles here (the session's audit judges single-region roles).
 """
 
 from __future__ import annotations
@@ -368,6 +368,22 @@ def _guard(target, arg: str, failures: list[BaseException]) -> None:
         target(arg)
     except BaseException as exc:  # surfaced by the test
         failures.append(exc)
+
+
+# --- grants ------------------------------------------------------------------------------------------
+
+
+def test_every_call_is_granted_by_the_role_of_the_callers_region(regions):
+    """The module's IAM audit (every distinct call of every region's functions, the tests above
+    included) against each function's role in its own region's template."""
+    from sluice.local import iamcheck
+
+    if "caller_region" not in iamcheck.Call.__dataclass_fields__:
+        pytest.skip("needs iamcheck to judge a call by its caller's region's template (issue 13, r-stack)")
+    calls = iamcheck.load_calls(regions.audit)
+    assert {call.caller_region for call in calls} == set(regions.urls)
+    denials = iamcheck.check(calls, iamcheck.template_for_stage)
+    assert denials == [], iamcheck.report(calls, denials)
 
 
 # --- stopping ------------------------------------------------------------------------------------------
