@@ -92,6 +92,31 @@ def cmd_local(args: argparse.Namespace) -> None:
         print(f"admin token: {admin_token}", file=sys.stderr, flush=True)
     open_prefix = args.open_stream_prefix or os.environ.get(c.ENV_OPEN_STREAM_PREFIX, "")
     extra_env = {c.ENV_OPEN_STREAM_PREFIX: open_prefix} if open_prefix else {}
+    if args.regions:
+        from sluice.local.regions import MultiRegionRuntime, parse_regions
+
+        try:
+            regions = parse_regions(args.regions)
+        except ValueError as exc:
+            sys.exit(f"sluice: --regions: {exc}")
+        deployment = MultiRegionRuntime(
+            regions,
+            host=args.host,
+            port=args.port,
+            admin_token=admin_token,
+            time_scale=args.time_scale,
+            inter_region_delay_ms=args.inter_region_delay_ms,
+            replication_lag_ms=args.replication_lag_ms,
+            extra_env=extra_env,
+        )
+        run_until_signalled(
+            deployment,
+            lambda: print(
+                "sluice local ready on " + " ".join(f"{url} ({region})" for url, region in deployment.urls),
+                flush=True,
+            ),
+        )
+        return
     runtime = LocalRuntime(
         host=args.host,
         port=args.port,
@@ -428,6 +453,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--open-stream-prefix",
         help="serve /v1/stream/ paths starting with this prefix without a token ('*': all; off by "
         f"default; env {c.ENV_OPEN_STREAM_PREFIX}); for conformance runs and public demo streams",
+    )
+    local.add_argument(
+        "--regions",
+        help="run one local region per name (comma list, home region first), each on its own port "
+        "(--port, then the ports after it), on one moto server; see sluice/local/regions.py",
+    )
+    local.add_argument(
+        "--inter-region-delay-ms",
+        type=float,
+        default=70.0,
+        help="with --regions: every AWS call from one region to another waits this long (default 70)",
+    )
+    local.add_argument(
+        "--replication-lag-ms",
+        type=float,
+        default=1000.0,
+        help="with --regions: a control-table write reaches the other regions after this long (default 1000)",
     )
     local.set_defaults(func=cmd_local)
 

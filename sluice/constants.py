@@ -37,6 +37,9 @@ ENV_ALLOW_LOCAL_WEBHOOKS: Final = "SLUICE_ALLOW_LOCAL_WEBHOOKS"  # http://127.0.
 # Tests: append every AWS call a handler makes (function, IAM action, resource ARN) to this JSON-lines
 # file; `sluice.local.iamcheck` then checks each against that function's role in the template.
 ENV_IAM_AUDIT_FILE: Final = "SLUICE_IAM_AUDIT_FILE"
+# Tests: append EVERY AWS call a handler makes (time, function, the call's region, the caller's region,
+# operation) to this JSON-lines file, to count calls (the IAM audit above records each distinct call once).
+ENV_CALL_LOG_FILE: Final = "SLUICE_CALL_LOG_FILE"
 # Open Durable Streams protocol: stream paths starting with this prefix are served without a token
 # (`*`: every path). Off (unset) by default; for conformance runs and public demo streams only.
 ENV_OPEN_STREAM_PREFIX: Final = "SLUICE_OPEN_STREAM_PREFIX"
@@ -46,6 +49,11 @@ ENV_OPEN_STREAM_PREFIX: Final = "SLUICE_OPEN_STREAM_PREFIX"
 ENV_REGIONS: Final = "SLUICE_REGIONS"  # comma-separated, home region first
 ENV_REGION: Final = "SLUICE_REGION"  # the region this process serves (its shards, its bucket)
 ENV_SEGMENT_BUCKETS: Final = "SLUICE_SEGMENT_BUCKETS"  # `region=bucket,...`: every region's bucket
+# `sluice local --regions` only (sluice/local/interregion.py): every AWS call to another region than
+# SLUICE_REGION waits this long first; a region listed in the outage file is unreachable (its calls fail
+# as connection errors) until it is listed no more.
+ENV_LOCAL_INTER_REGION_DELAY_MS: Final = "SLUICE_LOCAL_INTER_REGION_DELAY_MS"
+ENV_LOCAL_OUTAGE_FILE: Final = "SLUICE_LOCAL_OUTAGE_FILE"
 
 # Powertools' own variables, set by the stack so handlers log/trace under one service name.
 ENV_POWERTOOLS_SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"

@@ -7,6 +7,11 @@ appended once per process as a JSON line. `sluice.local.iamcheck` evaluates the 
 of the synthesized template. Calls are attributed to the function whose handler is running
 (`attributed`, set by the local runtime's `invoke` around each event); calls made outside any handler
 (test setup, provisioning) belong to no role and are not recorded.
+
+In a multi-region `sluice local` each record also names the caller's region (`SLUICE_REGION`) next to
+the call's, and the deployment's regions (`SLUICE_REGIONS`): the call is judged by the role of the
+caller's region. `SLUICE_CALL_LOG_FILE` (tests) appends every call, not each
+distinct one once, with its time: what a test counts (e.g. a function's cross-region calls in a window).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -28,7 +34,7 @@ PARTITION = "aws"
 
 _current: ContextVar[str | None] = ContextVar("sluice_audited_function", default=None)
 _lock = threading.Lock()
-_seen: set[tuple[str, ...]] = set()
+_seen: set[tuple[object, ...]] = set()
 _installed = False
 
 
@@ -43,9 +49,9 @@ def attributed(function: str) -> Iterator[None]:
 
 
 def install_from_env() -> bool:
-    """Start recording if the audit file is configured (idempotent); True when recording."""
+    """Start recording if the audit file or the call log is configured (idempotent); True when recording."""
     global _installed
-    if not os.environ.get(c.ENV_IAM_AUDIT_FILE):
+    if not (os.environ.get(c.ENV_IAM_AUDIT_FILE) or os.environ.get(c.ENV_CALL_LOG_FILE)):
         return False
     with _lock:
         if _installed:
@@ -61,30 +67,49 @@ def _attach(client: Any) -> None:
 
     def record(params: dict[str, Any], model: Any, **_: Any) -> None:
         function = _current.get()
-        path = os.environ.get(c.ENV_IAM_AUDIT_FILE)
-        if function is None or not path:
+        if function is None:
             return
-        stage = os.environ.get(c.ENV_STAGE, "")
+        caller = os.environ.get(c.ENV_REGION) or region
+        log = os.environ.get(c.ENV_CALL_LOG_FILE)
+        if log:
+            call = {"ts_ms": int(time.time() * 1000), "function": function, "region": region}
+            _append(log, {**call, "caller_region": caller, "service": service, "operation": model.name})
+        path = os.environ.get(c.ENV_IAM_AUDIT_FILE)
+        if not path:
+            return
+        where = {"region": region}
+        if os.environ.get(c.ENV_REGION):  # multi-region: judged by the role in the caller's region
+            where.update(caller_region=caller, regions=os.environ.get(c.ENV_REGIONS, ""))
+        caller_role = {"function": function, "stage": os.environ.get(c.ENV_STAGE, ""), **where}
         for action, resource in iam_requests(service, model.name, params, region):
-            _write(path, function, stage, region, action, resource)
+            _write(path, {**caller_role, "action": action, "resource": resource})
 
     client.meta.events.register("provide-client-params", record, unique_id="sluice-callaudit")
 
 
-def _write(path: str, function: str, stage: str, region: str, action: str, resource: str) -> None:
-    key = (path, function, stage, region, action, resource)
+def _write(path: str, record: dict[str, str]) -> None:
+    """Each distinct call once per process."""
+    key = (path, *record.items())
     with _lock:
         if key in _seen:
             return
         _seen.add(key)
-        record = {"function": function, "stage": stage, "region": region, "action": action}
-        line = json.dumps({**record, "resource": resource})
-        # One O_APPEND write per line: lines from concurrent worker processes never interleave.
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, (line + "\n").encode())
-        finally:
-            os.close(fd)
+    _append(path, record)
+
+
+def _append(path: str, record: dict[str, Any]) -> None:
+    """One O_APPEND write per line: lines from concurrent worker processes never interleave."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(record) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def load_call_log(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The records of a `SLUICE_CALL_LOG_FILE`, in the order written."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def iam_requests(service: str, operation: str, params: dict[str, Any], region: str) -> list[tuple[str, str]]:

@@ -10,16 +10,38 @@ moto checks a write's condition and then applies it without a lock, so two threa
 runtime's server threads, or a test's) can both pass `ver = :v` and both write: a lost update that
 real DynamoDB never allows. Every conditional-write test would be meaningless, so the local runtime
 and the test suite serialize moto's mutating DynamoDB calls (reads stay concurrent).
+
+Writes can be watched (`on_write`): after each successful write call (a transaction once, as a whole,
+and never when it was cancelled) the listeners get the backend and the (table, key) of every item it
+wrote, still under the write lock, so what they read is the item as that write left it. The control
+table's global-table emulation (`sluice.local.replication`) is built on it.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 _lock = threading.RLock()
 _MUTATIONS = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
+# (table name, key in DynamoDB JSON) of every item a write call changed.
+Written = list[tuple[str, dict[str, Any]]]
+WriteListener = Callable[[Any, Written], None]
+_listeners: list[WriteListener] = []
+_open = threading.local()  # per thread: nesting depth of write calls and what they wrote so far
+
+
+def exclusive() -> threading.RLock:
+    """The lock moto's DynamoDB writes hold: whoever changes tables directly takes it too."""
+    return _lock
+
+
+def on_write(listener: WriteListener) -> Callable[[], None]:
+    """Call `listener(backend, written)` after every successful DynamoDB write; returns the unsubscriber."""
+    _listeners.append(listener)
+    return lambda: _listeners.remove(listener) if listener in _listeners else None
 
 
 def apply() -> None:
@@ -33,11 +55,39 @@ def apply() -> None:
 
         def serialized(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
             with _lock:
-                return __original(self, *args, **kwargs)
+                outermost = not getattr(_open, "depth", 0)
+                if outermost:
+                    _open.written = []
+                _open.depth = getattr(_open, "depth", 0) + 1
+                try:
+                    result = __original(self, *args, **kwargs)
+                    if _listeners:
+                        _open.written.extend(_written(self, __original.__name__, args, kwargs))
+                finally:
+                    _open.depth -= 1
+                if outermost and _open.written:  # a cancelled transaction raised above: nothing to tell
+                    for listener in list(_listeners):
+                        listener(self, _open.written)
+                return result
 
         functools.update_wrapper(serialized, original)
         serialized._sluice_serialized = True  # type: ignore[attr-defined]
         setattr(DynamoDBBackend, name, serialized)
+
+
+def _written(backend: Any, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Written:
+    """The (table, key) a put/update/delete call wrote (transactions and batches are made of them)."""
+    if operation not in ("put_item", "update_item", "delete_item"):
+        return []
+    named = dict(zip(("table_name", "key" if operation != "put_item" else "item_attrs"), args, strict=False))
+    named.update(kwargs)
+    table_name: str = named["table_name"]
+    if operation != "put_item":
+        return [(table_name, named["key"])]
+    item = named["item_attrs"]
+    table = backend.get_table(table_name)
+    names = [table.hash_key_attr, *([table.range_key_attr] if table.range_key_attr else [])]
+    return [(table_name, {name: item[name] for name in names})]
 
 
 def _ssm_tiers() -> None:

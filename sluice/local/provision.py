@@ -7,7 +7,9 @@ logical ids (`sluice.constants.LOGICAL_*`):
 
     ControlTable   -> sluice-{stage}-control
     ShardTable{i}  -> sluice-{stage}-shards-{i}
-    SegmentBucket  -> sluice-{stage}-segments
+    SegmentBucket  -> sluice-{stage}-segments (sluice-{stage}-segments-{account}-{region} for one
+                      region of a multi-region `sluice local`, as the multi-region stack names it:
+                      bucket names are global)
     LeaseKeySecret -> sluice/{stage}/lease-key (the deployed name), its value generated as the
                       template's GenerateSecretString says (Secrets Manager does it in AWS)
     other tables   -> sluice-{stage}-{logical id, lower case}
@@ -25,6 +27,7 @@ from botocore.exceptions import ClientError
 
 from sluice import constants as c
 from sluice.adapters import aws
+from sluice.local.callaudit import LOCAL_ACCOUNT
 from sluice.local.template import TemplateUnavailable, load_template
 from sluice.settings import Settings
 
@@ -58,8 +61,10 @@ def provision(
     shard_table_count: int = c.DEFAULT_SHARD_TABLE_COUNT,
     *,
     template: dict[str, Any] | None = None,
+    region: str | None = None,
 ) -> Settings:
-    """Tables, bucket and shard-map path of the stack, named for `stage`. Idempotent.
+    """Tables, bucket and shard-map path of the stack, named for `stage`, in `region` (None: the
+    process's own). Idempotent.
 
     `template` defaults to the cached synthesized template (synthesized with `shard_table_count` shard
     tables if missing or stale); raises `TemplateUnavailable` with the reason if it cannot be produced.
@@ -87,7 +92,7 @@ def provision(
             raise TemplateUnavailable(f"the template has no {needed}")
     wanted_shards = set(shard_ids[:shard_table_count])
 
-    ddb = aws.client("dynamodb", endpoint_url)
+    ddb = aws.client("dynamodb", endpoint_url, region)
     existing = set(ddb.list_tables()["TableNames"])
     for lid, props in tables.items():
         if _SHARD_RE.match(lid) and lid not in wanted_shards:
@@ -96,8 +101,10 @@ def provision(
         if name not in existing:
             _create_table(ddb, name, props)
 
-    s3 = aws.client("s3", endpoint_url)
+    s3 = aws.client("s3", endpoint_url, region)
     bucket = local_name(stage, c.LOGICAL_SEGMENT_BUCKET)
+    if region:  # one bucket per account and region (S3 names are global), as the multi-region stack names it
+        bucket = f"{bucket}-{LOCAL_ACCOUNT}-{region}"
     try:
         s3.head_bucket(Bucket=bucket)
     except ClientError:
@@ -110,7 +117,7 @@ def provision(
         s3.create_bucket(Bucket=bucket, **extra)
 
     lease_key_secret = _ensure_secret(
-        aws.client("secretsmanager", endpoint_url),
+        aws.client("secretsmanager", endpoint_url, region),
         local_name(stage, c.LOGICAL_LEASE_KEY_SECRET),
         resources[c.LOGICAL_LEASE_KEY_SECRET].get("Properties", {}),
     )

@@ -23,14 +23,14 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing import get_context
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 from moto.server import ThreadedMotoServer
 
 from sluice import constants as c
 from sluice import errors
-from sluice.local import gateway, moto_patches
+from sluice.local import gateway, interregion, moto_patches
 from sluice.local.provision import TemplateUnavailable, provision
 from sluice.local.schedules import Schedule, schedule_environment, schedules_from_template
 from sluice.local.template import ApiTarget, api_targets_from_template, functions_from_template, load_template
@@ -67,6 +67,9 @@ STOP_GRACE_SECONDS = 5.0  # SIGTERM to exit, at most (plus interpreter teardown)
 BODY_READ_TIMEOUT_SECONDS = 30.0  # a client silent this long mid-request is cut off
 LINGER_SECONDS, LINGER_MAX_READS = 0.2, 256  # draining a refused request's unread input (at most 16 MiB)
 _INVOKE_PATH = re.compile(r"^/2015-03-31/functions/(?P<name>[^/]+)/invocations$")
+# Routes the runtime answers itself, before any function: (method, path, headers) -> an answer, or
+# None when the request is not one of them (`sluice.local.regions.OutageRoutes`).
+AdminRoutes = Callable[[str, str, dict[str, str]], "tuple[int, dict[str, str], bytes] | None"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -89,15 +92,27 @@ class LocalRuntime:
     run_schedules: bool = True
     ttl_sweep_seconds: float | None = DYNAMODB_TTL_SWEEP_SECONDS  # None: no TTL emulation
     extra_env: dict[str, str] = field(default_factory=dict)  # e.g. coordinator tuning for tests
+    # One region of a multi-region `sluice local` (`sluice.local.regions`): the region served, the moto
+    # server every region shares, this region's template and provisioned resources, and the outage
+    # switch with the admin routes that flip it. None: a single-region runtime with its own moto.
+    region: str | None = None
+    endpoint_url: str | None = None
+    template: dict[str, Any] | None = None
+    provisioned: Settings | None = None
+    outage: interregion.OutageSwitch | None = None
+    admin_routes: AdminRoutes | None = None
 
     def start(self) -> None:
         os.environ.update(LOCAL_AWS_ENV)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every call
-        moto_patches.apply()
-        self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
-        self._moto.start()
-        host, port = self._moto.get_host_and_port()
-        template = load_template()
+        endpoint = self.endpoint_url
+        if endpoint is None:
+            moto_patches.apply()
+            self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+            self._moto.start()
+            host, port = self._moto.get_host_and_port()
+            endpoint = f"http://{host}:{port}"
+        template = self.template if self.template is not None else load_template()
         self.schedules: list[Schedule] = schedules_from_template(template, self.time_scale)
         self.function_configs: dict[str, FunctionConfig] = {
             name: FunctionConfig.from_properties(props)
@@ -109,15 +124,17 @@ class LocalRuntime:
         # the stack names it), shard work and the schedule's runs $LATEST.
         self.api_targets: dict[str, ApiTarget] = api_targets_from_template(template)
         self.aliases = {target.function: target.alias for target in self.api_targets.values()}
-        self.settings: Settings = provision(f"http://{host}:{port}", self.stage, template=template)
+        self.settings: Settings = self.provisioned or provision(endpoint, self.stage, template=template)
         engine = Sluice.from_settings(self.settings)
         if self.admin_token:
             engine.tokens.create("*", ["admin"], token=self.admin_token)
         self._http = ThreadingHTTPServer((self.host, self.port), _make_handler(self))
         self._http.daemon_threads = True
         self.port = self._http.server_address[1]
+        own_region = {"AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region} if self.region else {}
         env = {
             **LOCAL_AWS_ENV,
+            **own_region,
             **self.settings.to_env(),
             c.ENV_POWERTOOLS_SERVICE_NAME: c.SERVICE_NAME,
             "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
@@ -161,12 +178,19 @@ class LocalRuntime:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    def _down(self) -> bool:
+        """Whether this runtime's region is switched off (`sluice.local.interregion.OutageSwitch`)."""
+        return bool(self.outage and self.region and self.outage.is_down(self.region))
+
     def _run_schedule(self, schedule: Schedule) -> None:
         """EventBridge's rate rule: fire every interval with the rule's input. A run that outlasts the
         interval delays the next firing until it ends (as a second Lambda run would wait on the
         coordinator's lease), and the firings missed meanwhile collapse into that one: no backlog."""
         next_at = time.monotonic() + schedule.interval_seconds
         while not self._stopping.wait(max(0.0, next_at - time.monotonic())):
+            if self._down():  # the region's EventBridge is down with it
+                next_at = time.monotonic() + schedule.interval_seconds
+                continue
             try:
                 pool = self.pools.get(schedule.function) or self._async_pool(schedule.function)
                 pool.invoke(schedule.event)
@@ -219,7 +243,8 @@ class LocalRuntime:
             pool.close()
         if self.ttl_sweep_seconds:
             _terminate_now(self._ttl_pool)
-        self._moto.stop()
+        if self.endpoint_url is None:  # its own moto, not one shared with other regions
+            self._moto.stop()
 
     def dispatch(
         self,
@@ -230,6 +255,12 @@ class LocalRuntime:
         body: bytes,
         source_ip: str,
     ) -> tuple[int, dict[str, str], bytes]:
+        if self.admin_routes is not None:
+            answered = self.admin_routes(method, raw_path, dict(headers))
+            if answered is not None:
+                return answered
+        if self._down():  # the region is unreachable: its API Gateway answers for no function
+            return gateway.SERVICE_UNAVAILABLE
         invoked = _INVOKE_PATH.match(raw_path) if method == "POST" else None
         if invoked:
             return self._invoke_api(unquote(invoked["name"]), dict(headers), body)
@@ -305,6 +336,7 @@ def _function_and_qualifier(name: str) -> tuple[str, str | None]:
 
 def _set_environment(env: dict[str, str]) -> None:
     os.environ.update(env)
+    interregion.install_from_env()  # the TTL sweep is in its region too: distance and outages apply
 
 
 @lru_cache(maxsize=1)
@@ -325,7 +357,12 @@ def sweep_expired_items() -> int:
     return _ttl_engine().shard_worker.run("sweep").swept_items
 
 
-def run_until_signalled(runtime: LocalRuntime, ready: Callable[[], None]) -> None:
+class Runnable(Protocol):
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+def run_until_signalled(runtime: Runnable, ready: Callable[[], None]) -> None:
     """Serve until SIGINT/SIGTERM, then stop within `STOP_GRACE_SECONDS` whatever is running: a stop
     that hangs (a stuck thread, a wedged moto call) ends the process anyway."""
     stop = threading.Event()

@@ -31,7 +31,7 @@ from typing import Any
 
 from lambdas.common import snapstart
 from sluice.constants import FUNCTION_HANDLERS
-from sluice.local import callaudit
+from sluice.local import callaudit, interregion
 
 INTEGRATION_TIMEOUT_SECONDS = 30.0  # API Gateway HTTP API's integration timeout (not adjustable)
 LAMBDA_DEFAULT_TIMEOUT_SECONDS = 3  # what Lambda applies when a function sets no Timeout
@@ -128,6 +128,7 @@ def _container_main(conn: Connection, function: str, env: dict[str, str], config
     if config.restores_from_snapshot:
         os.environ["AWS_LAMBDA_INITIALIZATION_TYPE"] = "snap-start"  # as Lambda sets it
     callaudit.install_from_env()  # tests record this function's AWS calls for the IAM audit
+    interregion.install_from_env()  # a multi-region `sluice local`: other regions are far, or down
     handler = _handler(function)
     restored = snapstart.snapshot_and_restore() if config.restores_from_snapshot else None
     conn.send(("ready", restored))
