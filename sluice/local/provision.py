@@ -102,9 +102,10 @@ def provision(
             _create_table(ddb, name, props)
 
     s3 = aws.client("s3", endpoint_url, region)
-    bucket = local_name(stage, c.LOGICAL_SEGMENT_BUCKET)
-    if region:  # one bucket per account and region (S3 names are global), as the multi-region stack names it
-        bucket = f"{bucket}-{LOCAL_ACCOUNT}-{region}"
+    # One bucket per account and region in a multi-region deployment (S3 names are global).
+    bucket = local_name(
+        stage, c.LOGICAL_SEGMENT_BUCKET, account=LOCAL_ACCOUNT if region else None, region=region
+    )
     try:
         s3.head_bucket(Bucket=bucket)
     except ClientError:

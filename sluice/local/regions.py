@@ -72,10 +72,9 @@ def parse_regions(text: str) -> list[str]:
 
 
 def region_template(region: str, regions: list[str]) -> dict[str, Any]:
-    """The template `region`'s stack is deployed from. Until the stack synthesizes one template per
-    region (`-c regions=...`), every region runs the single-region template: the same tables, functions,
-    roles and schedules, with the region's names and environment set by this module."""
-    return load_template()
+    """The template `region`'s stack is deployed from (`-c regions=...`: one stack per region, the home
+    one holding the global control table and the replicated lease-key secret)."""
+    return load_template({"regions": ",".join(regions)}, region=region)
 
 
 def provision_regions(
