@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Self
 
 _armed: set[str] = set()
 
@@ -93,7 +93,42 @@ def _error_body(service: str, code: str) -> tuple[dict[str, str], bytes]:
     return {"Content-Type": "application/x-amz-json-1.0"}, json.dumps(doc).encode()
 
 
-class FaultInjector:
+class _ClientHooks:
+    """Hooks on every AWS client of the process (`sluice.adapters.aws.instrument`), present and future,
+    removed again by `stop`. Subclasses register in `attach` and unregister in `detach`."""
+
+    def __init__(self) -> None:
+        self._attached: list[Any] = []
+        self._stop: Callable[[], None] | None = None
+
+    def start(self) -> Self:
+        from sluice.adapters import aws
+
+        self._stop = aws.instrument(self.attach)
+        return self
+
+    def stop(self) -> None:
+        if self._stop:
+            self._stop()
+            self._stop = None
+        for client in self._attached:
+            self.detach(client)
+        self._attached.clear()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def attach(self, client: Any) -> None:
+        raise NotImplementedError
+
+    def detach(self, client: Any) -> None:
+        raise NotImplementedError
+
+
+class FaultInjector(_ClientHooks):
     """Fail or delay a fraction of the AWS calls of chosen services.
 
     `fraction` of matching calls fail; of those, `applied_share` fail *after* the call took effect
@@ -131,34 +166,16 @@ class FaultInjector:
         self.counts: Counter[tuple[str, str, str]] = Counter()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
-        self._attached: list[Any] = []
-        self._stop: Callable[[], None] | None = None
         self._local = threading.local()  # per thread: the call in flight must fail once applied
+        super().__init__()
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
-    def start(self) -> FaultInjector:
-        from sluice.adapters import aws
-
-        self._stop = aws.instrument(self.attach)
-        return self
-
-    def stop(self) -> None:
-        if self._stop:
-            self._stop()
-            self._stop = None
-        for client in self._attached:
-            events = client.meta.events
-            for service in self.services:
-                events.unregister(f"before-send.{service}", unique_id=f"sluice-fault-send-{id(self)}")
-                events.unregister(f"after-call.{service}", unique_id=f"sluice-fault-after-{id(self)}")
-        self._attached.clear()
-
-    def __enter__(self) -> FaultInjector:
-        return self.start()
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()
+    def detach(self, client: Any) -> None:
+        events = client.meta.events
+        for service in self.services:
+            events.unregister(f"before-send.{service}", unique_id=f"sluice-fault-send-{id(self)}")
+            events.unregister(f"after-call.{service}", unique_id=f"sluice-fault-after-{id(self)}")
 
     def attach(self, client: Any) -> None:
         """Register on one botocore client's event system (ahead of moto's in-process stub)."""
@@ -234,7 +251,7 @@ class FaultInjector:
         )
 
 
-class RegionOutage:
+class RegionOutage(_ClientHooks):
     """Make every AWS call to the regions in `down` fail as an unreachable endpoint does
     (`EndpointConnectionError`, before anything is sent), until they are taken out of it again.
     Attached like `FaultInjector` (`sluice.adapters.aws.instrument`), to clients of every service.
@@ -249,28 +266,10 @@ class RegionOutage:
         self.down: set[str] = set()
         self.refused: Counter[str] = Counter()
         self._lock = threading.Lock()
-        self._attached: list[Any] = []
-        self._stop: Callable[[], None] | None = None
+        super().__init__()
 
-    def start(self) -> RegionOutage:
-        from sluice.adapters import aws
-
-        self._stop = aws.instrument(self.attach)
-        return self
-
-    def stop(self) -> None:
-        if self._stop:
-            self._stop()
-            self._stop = None
-        for client in self._attached:
-            client.meta.events.unregister("before-send", unique_id=f"sluice-outage-{id(self)}")
-        self._attached.clear()
-
-    def __enter__(self) -> RegionOutage:
-        return self.start()
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()
+    def detach(self, client: Any) -> None:
+        client.meta.events.unregister("before-send", unique_id=f"sluice-outage-{id(self)}")
 
     def attach(self, client: Any) -> None:
         region = client.meta.region_name
