@@ -4,15 +4,15 @@ inter-region round trips of `bench.twin.network`.
 Three deployments of the same regions (`network.REGIONS`, home first), each one simulation with
 producers in every region sending at the same rate:
 - near: every region has its brokers and its shard tables, and a producer sends to its own region's
-  API (REGIONS.md: writes land in the nearest region). Built per region as a backend that holds only
-  that region's tables, which is what a multi-region broker writes for an unordered queue (decision
-  4; the engine's region-aware shard choice is built in parallel and not used here).
+  API (docs/design.md "Multi-region": writes land in the nearest region). Built per region as a
+  backend that holds only that region's tables: the tables `sluice.engine.regions.send_shards` picks
+  for an unordered queue.
 - single region: one deployment in the home region; a producer elsewhere reaches its API across
   regions (one round trip per send), and the broker's calls stay in-region.
-- remote shards: brokers in every region, the queue's shards all in the home region (`Shard.region`
-  None): the real `Backend.table_for` sends each of the broker's two sequential DynamoDB calls
-  (allocate on HEAD, put the batch) to the home region. That is what an ordered queue's publish from
-  another region costs when its partition keys hash over the home region's shards (decision 4).
+- remote shards: brokers in every region and an ordered queue, whose shards are all in the home region
+  (its keys are sequenced there): the real `Backend.table_for` sends each of the broker's two
+  sequential DynamoDB calls (allocate on HEAD, put the batch) to the home region. That is what an
+  ordered publish from another region costs.
 
 Every figure is the twin's model, not a measurement on AWS: DynamoDB latency from bench/twin/dynamo.py,
 round trips and the client leg from bench/twin/network.py.
@@ -130,8 +130,9 @@ def _deployment(kind: str, sim: Sim, network: Network) -> dict[str, tuple[World,
         world.engine.queues.create(QUEUE, settings)
         return {region.name: (world, home.name) for region in regions}
     worlds = {region.name: _world(sim, region, home, regions) for region in regions}
-    worlds[home.name].engine.queues.create(QUEUE, settings)
-    for region in regions[1:]:  # decision 2: whoever changes a queue writes every region's mirror
+    # An ordered queue: its shards are in the home region only, and every key is sequenced there.
+    worlds[home.name].engine.queues.create(QUEUE, {**settings, "ordered": True})
+    for region in regions[1:]:  # whoever changes a queue writes every region's mirror
         region.mirror.docs[QUEUE] = home.mirror.docs[QUEUE]
     return {name: (world, name) for name, world in worlds.items()}
 
