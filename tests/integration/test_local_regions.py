@@ -20,6 +20,7 @@ from sluice.local import callaudit, interregion
 from sluice.local.interregion import OutageSwitch
 from sluice.local.regions import OutageRoutes, parse_regions
 from sluice.local.replication import GlobalTableReplicator
+from tests.regions import create_key_table
 
 HOME, AWAY = "us-east-1", "eu-west-1"
 LAG = 0.3
@@ -40,18 +41,7 @@ def tables(aws: None) -> Iterator[str]:
     """A table of the control table's shape, in both regions (a unique name: the session's moto)."""
     name = f"control-{uuid.uuid4().hex[:8]}"
     for region in (HOME, AWAY):
-        _client(region).create_table(
-            TableName=name,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_key_table(_client(region), name)
     yield name
     for region in (HOME, AWAY):
         _client(region).delete_table(TableName=name)

@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
 from sluice import constants as c
 from sluice import errors
@@ -29,6 +28,7 @@ from sluice.faults import RegionOutage
 from sluice.models import OutgoingMessage, Queue, Shard
 from sluice.segmentformat import queue_prefix
 from sluice.settings import Settings
+from tests.regions import regional_settings
 
 HOME, AWAY = REGIONS = ("us-east-1", "eu-west-1")
 STAGE = "mr"
@@ -38,49 +38,9 @@ PER_REGION = 2  # shards of each region in the test queues
 @pytest.fixture(scope="module")
 def region_settings(settings) -> dict[str, Settings]:
     """Two regions' settings over same-named tables in each region (the deployed naming)."""
-    control = f"sluice-{STAGE}-control"
-    shard_tables = [f"sluice-{STAGE}-shards-0"]
-    buckets = {r: f"sluice-{STAGE}-segments-{r}" for r in REGIONS}
-    for region in REGIONS:
-        ddb = aws.client("dynamodb", settings.aws_endpoint_url, region)
-        existing = set(ddb.list_tables()["TableNames"])
-        for name in [control, *shard_tables]:
-            if name not in existing:
-                ddb.create_table(
-                    TableName=name,
-                    KeySchema=[
-                        {"AttributeName": c.PARTITION_KEY, "KeyType": "HASH"},
-                        {"AttributeName": c.SORT_KEY, "KeyType": "RANGE"},
-                    ],
-                    AttributeDefinitions=[
-                        {"AttributeName": c.PARTITION_KEY, "AttributeType": "S"},
-                        {"AttributeName": c.SORT_KEY, "AttributeType": "S"},
-                    ],
-                    BillingMode="PAY_PER_REQUEST",
-                )
-        s3 = aws.client("s3", settings.aws_endpoint_url, region)
-        try:
-            s3.head_bucket(Bucket=buckets[region])
-        except ClientError:
-            where = (
-                {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
-            )
-            s3.create_bucket(Bucket=buckets[region], **where)
-    return {
-        region: Settings(
-            control_table=control,
-            shard_tables=shard_tables,
-            segment_bucket=buckets[region],
-            shard_map_prefix=c.SHARD_MAP_PREFIX_TEMPLATE.format(stage=STAGE),
-            aws_endpoint_url=settings.aws_endpoint_url,
-            stage=STAGE,
-            lease_key_secret=settings.lease_key_secret,
-            regions=list(REGIONS),
-            region=region,
-            segment_buckets=buckets,
-        )
-        for region in REGIONS
-    }
+    return regional_settings(
+        STAGE, REGIONS, settings.aws_endpoint_url, lease_key_secret=settings.lease_key_secret
+    )
 
 
 @pytest.fixture

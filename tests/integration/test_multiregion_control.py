@@ -26,6 +26,7 @@ from sluice.engine.scaling import ScalingPolicy
 from sluice.models import Queue
 from sluice.settings import Settings
 from tests.conftest import FakeClock
+from tests.regions import regional_settings
 
 HOME, AWAY = "us-east-1", "eu-west-1"
 LEASE_MS = 30_000
@@ -49,39 +50,7 @@ class Region:
 @pytest.fixture(scope="module")
 def deployment(aws: None) -> dict[str, Settings]:
     """Same-named control and shard tables (one shard table) in both regions, a bucket per region."""
-    stage = f"mr{uuid.uuid4().hex[:6]}"
-    control, shard = f"sluice-{stage}-control", f"sluice-{stage}-shards-0"
-    buckets = {r: f"sluice-{stage}-segments-{r}" for r in (HOME, AWAY)}
-    for region in (HOME, AWAY):
-        ddb = aws_client("dynamodb", region)
-        for name in (control, shard):
-            ddb.create_table(
-                TableName=name,
-                KeySchema=[
-                    {"AttributeName": "pk", "KeyType": "HASH"},
-                    {"AttributeName": "sk", "KeyType": "RANGE"},
-                ],
-                AttributeDefinitions=[
-                    {"AttributeName": "pk", "AttributeType": "S"},
-                    {"AttributeName": "sk", "AttributeType": "S"},
-                ],
-                BillingMode="PAY_PER_REQUEST",
-            )
-        extra = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
-        aws_client("s3", region).create_bucket(Bucket=buckets[region], **extra)
-    return {
-        region: Settings(
-            control_table=control,
-            shard_tables=[shard],
-            segment_bucket=buckets[region],
-            shard_map_prefix=f"/sluice/{stage}/shard-maps",
-            stage=stage,
-            regions=[HOME, AWAY],
-            region=region,
-            segment_buckets=buckets,
-        )
-        for region in (HOME, AWAY)
-    }
+    return regional_settings(f"mr{uuid.uuid4().hex[:6]}", (HOME, AWAY))
 
 
 def aws_client(service: str, region: str):
