@@ -72,3 +72,13 @@ def actions(statement: dict[str, Any]) -> list[str]:
 def resource_list(statement: dict[str, Any]) -> list[Any]:
     r = statement["Resource"]
     return r if isinstance(r, list) else [r]
+
+
+def synth_resources(context: dict[str, Any], outdir: str) -> tuple[Any, dict[str, Any]]:
+    """A second stack with `context` (next to conftest.py's default one) and its template's Resources."""
+    from aws_cdk.assertions import Template
+
+    from app import build_app
+
+    _, stack = build_app(context, outdir=outdir)
+    return stack, Template.from_stack(stack).to_json()["Resources"]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sluice import constants as c
-from tests.infra.helpers import of_type, refs
+from tests.infra.helpers import of_type, refs, synth_resources
 
 pytestmark = pytest.mark.infra
 
@@ -28,12 +28,7 @@ CONTEXT = {
 
 @pytest.fixture(scope="module")
 def provisioned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any]]:
-    from aws_cdk.assertions import Template
-
-    from app import build_app
-
-    _, stack = build_app(CONTEXT, outdir=str(tmp_path_factory.mktemp("cdk.out.provisioned")))
-    return stack, Template.from_stack(stack).to_json()["Resources"]
+    return synth_resources(CONTEXT, str(tmp_path_factory.mktemp("cdk.out.provisioned")))
 
 
 def _shard_ids(n: int) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.infra.helpers import of_type
+from tests.infra.helpers import of_type, synth_resources
 
 pytestmark = pytest.mark.infra
 
@@ -24,12 +24,7 @@ QA_CONTEXT = {
 
 @pytest.fixture(scope="module")
 def qa(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any]]:
-    from aws_cdk.assertions import Template
-
-    from app import build_app
-
-    _, stack = build_app(QA_CONTEXT, outdir=str(tmp_path_factory.mktemp("cdk.out.qa")))
-    return stack, Template.from_stack(stack).to_json()["Resources"]
+    return synth_resources(QA_CONTEXT, str(tmp_path_factory.mktemp("cdk.out.qa")))
 
 
 def test_stack_name_includes_the_stage_and_the_template_file_does_not(stack: Any, qa: Any) -> None:
