@@ -22,6 +22,7 @@ from lambdas.common.observability import event_function, logger, metrics
 from lambdas.common.runtime import service
 from sluice import constants as c
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig, RunReport
+from sluice.engine.coordinator.reports import Figures
 from sluice.events import CoordinatorEvent
 from sluice.settings import get_settings
 
@@ -50,24 +51,14 @@ def emit_metrics(report: RunReport) -> None:
         per_queue.add_dimension("queue", q.queue)
         if q.region:
             per_queue.add_dimension(REGION_DIMENSION, q.region)
-        per_queue.add_metric(c.METRIC_BACKLOG, MetricUnit.Count, q.total_backlog)
-        per_queue.add_metric(c.METRIC_OLDEST_MESSAGE_AGE, MetricUnit.Seconds, q.oldest_message_age_s)
-        per_queue.add_metric(c.METRIC_SHARDS, MetricUnit.Count, q.open_shards)
-        per_queue.add_metric(c.METRIC_WRITES_PER_SECOND, MetricUnit.CountPerSecond, q.writes_per_s)
+        _add_figures(per_queue, q.figures())
         per_queue.add_metric(c.METRIC_THROTTLES_PER_SECOND, MetricUnit.CountPerSecond, q.throttles_per_s)
         per_queue.add_metric(c.METRIC_PUSH_WORKERS, MetricUnit.Count, q.push_workers_started)
         per_queue.flush_metrics()
         if q.all_regions is not None:
             total = EphemeralMetrics(namespace=c.METRICS_NAMESPACE, service=c.SERVICE_NAME)
             total.add_dimension("queue", q.queue)
-            total.add_metric(c.METRIC_BACKLOG, MetricUnit.Count, q.all_regions.total_backlog)
-            total.add_metric(
-                c.METRIC_OLDEST_MESSAGE_AGE, MetricUnit.Seconds, q.all_regions.oldest_message_age_s
-            )
-            total.add_metric(c.METRIC_SHARDS, MetricUnit.Count, q.all_regions.open_shards)
-            total.add_metric(
-                c.METRIC_WRITES_PER_SECOND, MetricUnit.CountPerSecond, q.all_regions.writes_per_s
-            )
+            _add_figures(total, q.all_regions)
             total.flush_metrics()
     # Over all queues, dimension service only: what the stack's alarm watches.
     queues = report.queues
@@ -81,6 +72,14 @@ def emit_metrics(report: RunReport) -> None:
     metrics.add_metric(
         c.METRIC_WRITES_PER_SECOND, MetricUnit.CountPerSecond, sum(q.writes_per_s for q in queues)
     )
+
+
+def _add_figures(target: EphemeralMetrics, figures: Figures) -> None:
+    """The metrics a queue's `Figures` carry, in one region or over all of them."""
+    target.add_metric(c.METRIC_BACKLOG, MetricUnit.Count, figures.total_backlog)
+    target.add_metric(c.METRIC_OLDEST_MESSAGE_AGE, MetricUnit.Seconds, figures.oldest_message_age_s)
+    target.add_metric(c.METRIC_SHARDS, MetricUnit.Count, figures.open_shards)
+    target.add_metric(c.METRIC_WRITES_PER_SECOND, MetricUnit.CountPerSecond, figures.writes_per_s)
 
 
 def loop_seconds(event: CoordinatorEvent, config: CoordinatorConfig, remaining_ms: int) -> float:

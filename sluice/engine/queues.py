@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from sluice import errors, faults
 from sluice.adapters.dynamo import ConditionFailed
+from sluice.adapters.ssm import SsmMirror
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.models import QUEUE_ID_RE, Queue, QueueSettings
@@ -161,12 +162,8 @@ class QueueRegistry:
             raise errors.QueueNotFound(f"queue {name!r} not found") from exc
         self.backend.control.delete(keys.QUEUE_INDEX_PK, name)
         self.backend.control.delete(keys.queue_id_pk(queue.queue_id), keys.QUEUE_ID_SK)
-        self.backend.mirror.delete(name)
-        for store in self.backend.remote.values():
-            try:
-                store.mirror.delete(name)
-            except errors.SluiceError as exc:  # the home item is gone: that is the truth (see the notes)
-                log.warning("queue %s: the mirror in %s was not deleted: %s", name, store.region, exc)
+        # the home item is gone: that is the truth, a remote mirror left behind is only logged
+        self._to_every_mirror(name, lambda mirror: mirror.delete(name), "deleted")
 
     def resolve(self, ref: str) -> str:
         """The queue name for `ref`, a name or a 32-hex `queue_id` (Cloudflare addresses queues by id).
@@ -249,18 +246,20 @@ class QueueRegistry:
         """This region's mirror (a failure is the caller's error, as in a single region), then every
         other region's: one that fails is logged, and that region's coordinator repairs it."""
         doc = queue.model_dump_json()
-        self.backend.mirror.write(queue.name, doc)
-        for store in self.backend.remote.values():
+        self._to_every_mirror(
+            queue.name, lambda mirror: mirror.write(queue.name, doc), f"written (v{queue.version})"
+        )
+
+    def _to_every_mirror(self, name: str, action: Callable[[SsmMirror], None], done: str) -> None:
+        """`action` on this region's mirror (its failure raises), then on every other region's (a
+        failure is logged: that region's coordinator repairs its mirror)."""
+        own, *others = self.backend.mirrors
+        action(own)
+        for mirror in others:
             try:
-                store.mirror.write(queue.name, doc)
+                action(mirror)
             except errors.SluiceError as exc:
-                log.warning(
-                    "queue %s v%d: the mirror in %s was not written (%s); its coordinator repairs it",
-                    queue.name,
-                    queue.version,
-                    store.region,
-                    exc,
-                )
+                log.warning("queue %s: the mirror in %s was not %s: %s", name, mirror.region, done, exc)
 
     @staticmethod
     def _item(queue: Queue) -> dict[str, Any]:

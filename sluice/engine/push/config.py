@@ -89,6 +89,9 @@ def worker_count(backlog: int, consumer: PushConsumer, batches_per_worker: int) 
     return min(consumer.max_concurrency, math.ceil(backlog / consumer.max_batch_size / batches_per_worker))
 
 
+_SAME_INCARNATION = f"{keys.INCARNATION} = :inc"  # the item exists and belongs to this incarnation
+
+
 class ConsumerStore:
     """Consumer configs, one control item each, stamped with their queue's incarnation."""
 
@@ -130,7 +133,7 @@ class ConsumerStore:
     def get(self, queue: Queue, consumer_id: str) -> PushConsumer:
         item = self.table.get(keys.queue_pk(queue.name), keys.consumer_sk(consumer_id))
         if not item or item.get(keys.INCARNATION) != queue.incarnation:
-            raise errors.ConsumerNotFound(f"push consumer {consumer_id!r} not found on queue {queue.name!r}")
+            raise _not_found(queue, consumer_id)
         return PushConsumer.model_validate_json(item[keys.DOC])
 
     def replace(self, queue: Queue, consumer: PushConsumer) -> PushConsumer:
@@ -138,13 +141,11 @@ class ConsumerStore:
         try:
             self.table.put(
                 _consumer_item(queue, consumer),
-                condition=f"{keys.INCARNATION} = :inc",
+                condition=_SAME_INCARNATION,
                 values={":inc": queue.incarnation},
             )
         except ConditionFailed as exc:
-            raise errors.ConsumerNotFound(
-                f"push consumer {consumer.id!r} not found on queue {queue.name!r}"
-            ) from exc
+            raise _not_found(queue, consumer.id) from exc
         return consumer
 
     def delete(self, queue: Queue, consumer_id: str) -> None:
@@ -152,13 +153,16 @@ class ConsumerStore:
             self.table.delete(
                 keys.queue_pk(queue.name),
                 keys.consumer_sk(consumer_id),
-                condition=f"{keys.INCARNATION} = :inc",
+                condition=_SAME_INCARNATION,
                 values={":inc": queue.incarnation},
             )
         except ConditionFailed as exc:
-            raise errors.ConsumerNotFound(
-                f"push consumer {consumer_id!r} not found on queue {queue.name!r}"
-            ) from exc
+            raise _not_found(queue, consumer_id) from exc
+
+
+def _not_found(queue: Queue, consumer_id: str) -> errors.ConsumerNotFound:
+    """The one answer for a consumer that is absent or belongs to an earlier incarnation of `queue`."""
+    return errors.ConsumerNotFound(f"push consumer {consumer_id!r} not found on queue {queue.name!r}")
 
 
 def _consumer_item(queue: Queue, consumer: PushConsumer) -> dict[str, Any]:
