@@ -128,13 +128,8 @@ def grant_function_access(
         arns = [arn for r in regions for arn in shard_map_parameter_arns(stack, storage.shard_map_prefix, r)]
         fn.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=arns))
 
-    def buckets(fn_name: str) -> list[s3.IBucket]:
-        """The segment buckets a function uses: every region's for broker and consumer."""
-        if regional is None:
-            return [bucket]
-        if fn_name in (c.FN_BROKER, c.FN_CONSUMER):
-            return list(regional.buckets.values())
-        return [bucket]
+    # The segment buckets broker and consumer use: every region's (the others use their own only).
+    every_bucket: list[s3.IBucket] = list(regional.buckets.values()) if regional else [bucket]
 
     if regional is None:
         for fn in functions.values():
@@ -159,25 +154,24 @@ def grant_function_access(
     broker.add_to_role_policy(
         iam.PolicyStatement(
             actions=["s3:PutObject", "s3:GetObject"],
-            resources=[b.arn_for_objects(f"{c.OVERFLOW_PREFIX}*") for b in buckets(c.FN_BROKER)],
+            resources=[b.arn_for_objects(f"{c.OVERFLOW_PREFIX}*") for b in every_bucket],
         )
     )
 
     consumer = functions[c.FN_CONSUMER]
     ssm(consumer, SSM_READ, [None])
-    consumer_buckets = buckets(c.FN_CONSUMER)
     consumer.add_to_role_policy(
         iam.PolicyStatement(
-            actions=["s3:GetObject"], resources=[b.arn_for_objects("*") for b in consumer_buckets]
+            actions=["s3:GetObject"], resources=[b.arn_for_objects("*") for b in every_bucket]
         )
     )
     consumer.add_to_role_policy(
-        iam.PolicyStatement(actions=["s3:ListBucket"], resources=[b.bucket_arn for b in consumer_buckets])
+        iam.PolicyStatement(actions=["s3:ListBucket"], resources=[b.bucket_arn for b in every_bucket])
     )
     consumer.add_to_role_policy(
         iam.PolicyStatement(
             actions=["s3:PutObject"],
-            resources=[b.arn_for_objects(f"{c.OVERFLOW_PREFIX}*") for b in consumer_buckets],
+            resources=[b.arn_for_objects(f"{c.OVERFLOW_PREFIX}*") for b in every_bucket],
         )
     )
     if push_lambda_targets:

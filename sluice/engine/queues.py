@@ -258,7 +258,10 @@ class QueueRegistry:
         for mirror in others:
             try:
                 action(mirror)
-            except errors.SluiceError as exc:
+            # Not only SluiceError: an AWS error the adapter leaves untranslated (SSM's TooManyUpdates
+            # when two regions write one mirror at once, AccessDenied, an unusable region) would
+            # otherwise fail a change that is already committed in the home item.
+            except Exception as exc:
                 log.warning("queue %s: the mirror in %s was not %s: %s", name, mirror.region, done, exc)
 
     @staticmethod

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
+from botocore.exceptions import ClientError
 
 from sluice import errors
 from sluice.adapters import aws
@@ -118,6 +119,22 @@ def test_every_region_mirror_is_written_and_a_failed_one_is_repaired_by_its_coor
     assert report.acted
     repaired = Queue.model_validate_json(mirror_in(deployment[AWAY], AWAY).read(queue_name))
     assert (repaired.paused, repaired.version) == (True, paused.version)
+
+
+def test_an_untranslated_aws_error_in_another_regions_mirror_does_not_fail_the_change(
+    regions, deployment, queue_name, monkeypatch, caplog
+):
+    """SSM's TooManyUpdates (two regions writing one mirror at once) is a plain ClientError."""
+    home = regions[HOME]
+    home.queues.create(queue_name)
+
+    def busy(*_args, **_kwargs):
+        raise ClientError({"Error": {"Code": "TooManyUpdates", "Message": "busy"}}, "PutParameter")
+
+    monkeypatch.setattr(home.backend.remote[AWAY].mirror, "write", busy)
+    assert home.queues.set_paused(queue_name, True).paused  # committed in the home item: not an error
+    assert "the mirror in eu-west-1 was not written" in caplog.text
+    assert Queue.model_validate_json(mirror_in(deployment[HOME], HOME).read(queue_name)).paused
 
 
 def test_the_away_coordinator_scales_only_its_region_from_its_region_load(regions, clock, queue_name):
