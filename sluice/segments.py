@@ -20,7 +20,6 @@ from typing import Any
 
 from sluice import offsets
 from sluice.adapters.dynamo import ConditionFailed
-from sluice.adapters.s3 import Bucket
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.models import Queue
@@ -77,12 +76,6 @@ class SegmentRef:
         )
 
 
-def bucket_of(backend: Backend, region: str | None) -> Bucket:
-    """The segment bucket of `region` (None: the home region's, as for a shard without a region)."""
-    where = region or backend.settings.home_region
-    return backend.bucket if where is None or where == backend.region else backend.remote[where].bucket
-
-
 def list_segments(
     backend: Backend, queue: Queue, shard: int, from_seq: int = 0, *, region: str | None = None
 ) -> list[SegmentRef]:
@@ -98,7 +91,7 @@ def list_segments(
 def read_segment(backend: Backend, ref: SegmentRef, from_seq: int = 0) -> Iterator[Record]:
     """The records of one segment with seq >= `from_seq`. Raises SegmentGone when the object was
     replaced by a compaction since the index was read (list again and retry)."""
-    data = bucket_of(backend, ref.region).get(ref.key)
+    data = backend.bucket_in(ref.region).get(ref.key)
     if data is None:
         raise SegmentGone(ref.key)
     yield from read_records(data, lo=from_seq)
@@ -119,7 +112,7 @@ def write_segment(
     shard's `region` and return its entry. The index is not touched: `put_index` makes it visible."""
     data = encode_segment(records)
     key = segment_key(queue.name, queue.incarnation, shard, first, last)
-    bucket_of(backend, region).put(key, data)
+    backend.bucket_in(region).put(key, data)
     stamps = [r.timestamp_ms for r in records] or [0]
     return SegmentRef(
         queue=queue.name,
@@ -175,7 +168,6 @@ __all__ = [
     "Record",
     "SegmentGone",
     "SegmentRef",
-    "bucket_of",
     "covering",
     "decode_segment",
     "delete_index",

@@ -90,17 +90,24 @@ class Backend:
         where = self.region_of(shard)
         return where is None or where == self.region
 
+    def _remote_store(self, region: str | None) -> RegionStore | None:
+        """Another region's store; None when `region` (None: the home region's) is this process's own."""
+        where = region or self.settings.home_region
+        return None if where is None or where == self.region else self.remote[where]
+
     def table_for(self, shard: Shard) -> Table:
-        tables = (
-            self.shard_tables
-            if self.is_local(shard)
-            else self.remote[self.region_of(shard) or ""].shard_tables
-        )
+        store = self._remote_store(shard.region)
+        tables = self.shard_tables if store is None else store.shard_tables
         return tables[shard.table % len(tables)]
+
+    def bucket_in(self, region: str | None) -> Bucket:
+        """The segment bucket of `region` (None: the home region's, as for a shard without a region)."""
+        store = self._remote_store(region)
+        return self.bucket if store is None else store.bucket
 
     def bucket_for(self, shard: Shard) -> Bucket:
         """The segment bucket of the shard's region (a stream's history stays in its region)."""
-        return self.bucket if self.is_local(shard) else self.remote[self.region_of(shard) or ""].bucket
+        return self.bucket_in(shard.region)
 
     @property
     def mirrors(self) -> list[SsmMirror]:

@@ -99,7 +99,7 @@ def key_shards(backend: Backend, queue: Queue) -> list[Shard]:
     """Where a partition key lives (ordered queues, streams): the home region's open shards, the one
     set every broker agrees on without a lookup. Without any there, every open shard (logged)."""
     home = backend.settings.home_region
-    shards = [s for s in queue.open_shards if (s.region or home) == home]
+    shards = [s for s in queue.shards_in(home, home) if s.state == "open"]
     if shards or not queue.open_shards:
         return shards
     _warn_once(

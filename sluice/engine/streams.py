@@ -359,10 +359,8 @@ class StreamReader:
     def _head_or_skip(self, queue: Queue, shard: Shard, shards: list[Shard]) -> dict[str, Any] | None:
         """The shard's HEAD, or None when its region cools down or does not answer now (skippable)."""
         region = self._skippable_region(shard, shards)
-        if not self.breaker.allows(region):
-            return None
         try:
-            with self.breaker.guard(region):
+            with self.breaker.guard(region):  # raises at once while the region cools down
                 return self._head(queue, shard)
         except errors.DependencyUnavailable:
             if region is None:
@@ -402,11 +400,10 @@ class StreamReader:
                 if room <= 0:
                     break
                 region = self._skippable_region(shard, shards)
-                if shard.id in skipped or not self.breaker.allows(region):
-                    skipped.add(shard.id)
+                if shard.id in skipped:
                     continue
                 try:
-                    with self.breaker.guard(region):
+                    with self.breaker.guard(region):  # raises at once while the region cools down
                         got, positions[shard.id] = self._read_shard(queue, shard, positions[shard.id], room)
                 except errors.DependencyUnavailable:
                     if region is None:
