@@ -2,7 +2,9 @@
 audit (tests/conftest.py, sluice/local/iamcheck.py) checks them against the template:
 - the consumer moving a message stored in `overflow/` (> DynamoDB's item size) to a dead letter queue
   writes a new overflow body: s3:PutObject on `overflow/*`;
-- a push consumer of type `lambda` invokes its function: lambda:InvokeFunction on the push targets.
+- a push consumer of type `lambda` invokes its function: lambda:InvokeFunction on the push targets;
+- the consumer creates a dead letter queue deleted since it was configured again, with its shard map:
+  ssm:PutParameter on the shard-map path.
 And the auto-created dead letter queue takes the large message its source accepted.
 """
 
@@ -49,6 +51,26 @@ def test_dead_lettering_an_overflow_message(api, queue_name):
     assert dead["body"] == text
     puts = _recorded(c.FN_CONSUMER, "s3:PutObject")
     assert any(":::sluice-test-segments/overflow/" in arn for arn in puts), puts
+
+
+def test_the_consumer_creates_a_deleted_dead_letter_queue_again(api, queue_name):
+    dlq = f"{queue_name}-dlq"
+    settings = {"max_retries": 0, "dead_letter_queue": dlq}
+    assert api("POST", "/v1/queues", {"queue_name": queue_name, "settings": settings})[0] == 201
+    assert api("DELETE", f"/v1/queues/{dlq}")[0] == 200
+    assert api("POST", f"/v1/queues/{queue_name}/messages", {"messages": [{"body": "late"}]})[0] == 200
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages/pull", {"batch_size": 1})
+    assert status == 200, body
+    (message,) = body["result"]["messages"]
+    retry = {"retries": [{"lease_id": message["lease_id"]}]}
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages/ack", retry)
+    assert status == 200, body
+
+    status, body = api("POST", f"/v1/queues/{dlq}/messages/pull", {"batch_size": 1})
+    assert status == 200, body
+    assert [m["body"] for m in body["result"]["messages"]] == ["late"]
+    puts = _recorded(c.FN_CONSUMER, "ssm:PutParameter")
+    assert any(arn.endswith(f"/{dlq}") for arn in puts), puts
 
 
 def test_push_to_a_lambda_target_invokes_it_from_the_consumer(api, queue_name):
