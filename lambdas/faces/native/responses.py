@@ -1,49 +1,14 @@
-"""Response bodies of every JSON route, as pydantic models: the routes' return annotations
-(`Response[Envelope[QueueView]]`), so Powertools documents them in OpenAPI and checks each answer
-against them before it leaves.
-
-`Wire` models keep a body's keys exactly as the route built them: a key the route left out stays out
-(no `null` appears) and a key not declared here passes through, so the check never reshapes an answer."""
+"""Response bodies of the native face (`/v1`): the routes' return annotations (see
+lambdas/common/responses.py for how `Wire` models keep an answer as built)."""
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Any
 
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field
 
+from lambdas.common.responses import Wire
 from sluice.models import QueueSettings
-
-
-class Wire(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-    @model_serializer(mode="wrap")
-    def _as_sent(self, handler: SerializerFunctionWrapHandler):
-        # No return annotation: pydantic then documents the model's own fields, not `dict[str, Any]`.
-        data = handler(self)
-        kept = {f.alias or n for n, f in type(self).model_fields.items() if n in self.model_fields_set}
-        return {k: v for k, v in data.items() if k in kept or k in (self.model_extra or {})}
-
-
-T = TypeVar("T")
-
-
-class ErrorItem(Wire):
-    code: int
-    message: str
-
-
-class Envelope(Wire, Generic[T]):
-    """Every native and Cloudflare answer: Cloudflare's v4 envelope."""
-
-    success: bool
-    errors: list[ErrorItem]
-    messages: list[Any]
-    result: T
-
-
-# --- the native face (/v1) -----------------------------------------------------------------------------
 
 
 class QueueView(Wire):
@@ -202,112 +167,3 @@ class Redriven(Wire):
     remaining_in_source: int
     from_queue: str = Field(alias="from")
     to: str
-
-
-# --- the Cloudflare face (/client/v4) ------------------------------------------------------------------
-
-
-class CfMetrics(Wire):
-    backlog_count: int
-    backlog_bytes: int
-    oldest_message_timestamp_ms: int | None = None
-
-
-class CfMetricsHolder(Wire):
-    metrics: CfMetrics
-
-
-class CfSent(Wire):
-    metadata: CfMetricsHolder
-
-
-class CfConsumerView(Wire):
-    consumer_id: str
-    created_on: str
-    queue_id: str
-    queue_name: str
-    dead_letter_queue: str
-    type: str = Field(description="worker | http_pull")
-    script: str | None = None
-    script_name: str | None = None
-    settings: dict[str, Any]
-
-
-class CfQueueSettingsView(Wire):
-    delivery_delay: int
-    delivery_paused: bool
-    message_retention_period: int
-
-
-class CfQueueView(Wire):
-    queue_id: str
-    queue_name: str
-    created_on: str
-    producers: list[Any]
-    producers_total_count: int
-    consumers: list[CfConsumerView] | None = None
-    consumers_total_count: int | None = None
-    settings: CfQueueSettingsView
-
-
-class CfMessageView(Wire):
-    id: str
-    body: str = Field(description="base64 of the message's bytes")
-    timestamp_ms: int
-    attempts: int
-    metadata: dict[str, str]
-    lease_id: str | None = Field(None, description="pull")
-    ref: str | None = Field(None, description="peek: not leased")
-
-
-class CfPulled(Wire):
-    messages: list[CfMessageView]
-    message_backlog_count: int
-    metadata: CfMetricsHolder
-
-
-class CfPeeked(Wire):
-    messages: list[CfMessageView]
-
-
-class CfAcked(Wire):
-    ackCount: int
-    retryCount: int
-    warnings: Any
-
-
-class CfPurgedRefs(Wire):
-    errors: list[Any]
-    warnings: Any
-
-
-class CfPurgeStatus(Wire):
-    started_at: str | None
-    completed: str | None
-
-
-# --- the Durable Streams face (/streams/{name}); bodies written by the routes themselves ----------------
-
-
-class StreamAppended(Wire):
-    offsets: list[str] | None = Field(None, description="one per record appended")
-    version: int | None = Field(None, description="an empty `records` bumps the version only")
-
-
-class StreamRecord(Wire):
-    offset: str
-    data: Any
-
-
-class StreamRecords(Wire):
-    records: list[StreamRecord]
-
-
-class StreamDeleted(Wire):
-    success: bool
-
-
-def body_of(model: type[BaseModel]) -> dict[int, OpenAPIResponse]:
-    """OpenAPI `responses` of a route that writes its JSON body itself (the Durable Streams face embeds
-    stored record text without a parse and dump): the shape is documented, not checked on the way out."""
-    return {200: {"description": "Successful Response", "content": {"application/json": {"model": model}}}}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
 
+from lambdas.common.schemas import Strict
 from sluice.models import (
     DEFAULT_GROUP,
     MAX_ATTRIBUTE_KEY_CHARS,
@@ -20,21 +21,6 @@ from sluice.models import (
     ContentType,
 )
 from sluice.names import GroupName, QueueName, TokenBinding
-
-
-class Strict(BaseModel):
-    """Request bodies: an unknown field or a value of the wrong JSON type (`"5"` or `true` for a number)
-    is a 400 (10100), never ignored or coerced, so a typo cannot silently fall back to a default and
-    padding cannot ride along."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class Lenient(BaseModel):
-    """Unknown fields ignored, integers coerced: only the Cloudflare face's pull body (`CfPull`) still
-    uses it; moving it to `Strict` is that face's call."""
-
-    model_config = ConfigDict(extra="ignore")
 
 
 def _integral(value: Any) -> Any:
