@@ -1,4 +1,4 @@
-"""The mirror document (sluice/engine/mapdoc.py): every shard count up to max_shards × regions fits SSM,
+"""The mirror document (sluice/engine/mapdoc.py): every shard count up to max_shards x regions fits SSM,
 and it decodes to the queue it was made from (less shard lineage, which the control item keeps)."""
 
 from __future__ import annotations
