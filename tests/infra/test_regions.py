@@ -231,6 +231,8 @@ def test_shard_maps_are_written_in_every_region_and_read_in_ones_own(
         assert may(templates, region, c.FN_BROKER, "ssm:PutParameter", ssm_arn(r))
         assert may(templates, region, c.FN_BROKER, "ssm:DeleteParameter", ssm_arn(r))
         assert may(templates, region, c.FN_COORDINATOR, "ssm:PutParameter", ssm_arn(r))
+        # it prunes lingering mirrors of deleted queues in its own region only
+        assert may(templates, region, c.FN_COORDINATOR, "ssm:DeleteParameters", ssm_arn(r)) == (r == region)
     assert may(templates, region, c.FN_CONSUMER, "ssm:GetParameter", ssm_arn(region))
     assert not may(templates, region, c.FN_CONSUMER, "ssm:GetParameter", ssm_arn(other))
     assert not may(templates, region, c.FN_CONSUMER, "ssm:PutParameter", ssm_arn(region))

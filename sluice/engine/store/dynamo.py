@@ -42,7 +42,7 @@ Item = dict[str, Any]
 
 def head_of(item: Item | None) -> Head:
     item = item or {}
-    mv = item.get(keys.HEAD_MAP_VERSION)
+    mv, mo = item.get(keys.HEAD_MAP_VERSION), item.get(keys.HEAD_MAP_ROUTE)
     return Head(
         next=int(item.get(keys.HEAD_NEXT, 0)),
         ts=int(item.get(keys.HEAD_TS, 0)),
@@ -52,6 +52,7 @@ def head_of(item: Item | None) -> Head:
         ttl_set=int(item.get(keys.HEAD_TTL_SET, 0)),
         producer_version=int(item.get(keys.HEAD_PRODUCER_VERSION, 0)),
         map_version=None if mv is None else int(mv),
+        map_route=None if mo is None else str(mo),
         counters=tuple(int(item.get(attr, 0)) for attr in keys.HEAD_COUNTERS),
     )
 
@@ -148,7 +149,7 @@ class DynamoShardStore:
             guard_value = old.get(guard.field) if guard is not None else None
             raise AllocationRefused(head_of(old), None if guard_value is None else int(guard_value)) from exc
         head = head_of(new)
-        return Allocation(first_seq=head.next - count, timestamp_ms=now_ms, map_version=head.map_version)
+        return Allocation(head.next - count, now_ms, head.map_version, head.map_route)
 
     def set_floor(self, at: ShardAddress) -> bool:
         new = self._table(at).update(

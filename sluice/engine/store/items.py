@@ -38,8 +38,8 @@ class ShardAddress:
 
 @dataclass(frozen=True)
 class Head:
-    """A shard's HEAD item (an absent HEAD reads as a fresh shard). `map_version` is the shard-map
-    version the coordinator stamped (`mv`), None before any stamp."""
+    """A shard's HEAD item (an absent HEAD reads as a fresh shard). `map_version` and `map_route` are
+    the shard map the control plane stamped (`mv`, `mo`: issue 23), None before any stamp."""
 
     next: int = 0
     ts: int = 0
@@ -49,6 +49,7 @@ class Head:
     ttl_set: int = 0
     producer_version: int = 0
     map_version: int | None = None
+    map_route: str | None = None
     counters: tuple[int, ...] = (0,) * len(keys.HEAD_COUNTERS)  # running totals, in HEAD_COUNTERS order
 
 
@@ -120,6 +121,7 @@ class Allocation:
     first_seq: int
     timestamp_ms: int
     map_version: int | None = None  # the HEAD's `mv` after the allocation (see Head.map_version)
+    map_route: str | None = None  # and its `mo`
 
 
 @dataclass

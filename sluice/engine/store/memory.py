@@ -91,7 +91,7 @@ class MemoryShardStore:
             if guard is not None:
                 part.guards.update(guard.updates)
             self.writes += 1
-            return Allocation(part.head.next - count, now_ms, part.head.map_version)
+            return Allocation(part.head.next - count, now_ms, part.head.map_version, part.head.map_route)
 
     def stamp_map_version(self, at: ShardAddress, version: int) -> None:
         """What the coordinator does on AWS (tests)."""
