@@ -42,9 +42,8 @@ class Operations:
     def purge(self, queue_name: str) -> dict[str, Any]:
         queue = self.registry.get(queue_name)
         started = self.backend.clock()
-        purged = 0
         for shard in queue.readable_shards:
-            purged += 1 if self.backend.store.set_floor(ShardAddress.of(queue, shard)) else 0
+            self.backend.store.set_floor(ShardAddress.of(queue, shard))
         self.backend.control.put(
             {
                 keys.PK: keys.queue_pk(queue.name),
@@ -53,7 +52,7 @@ class Operations:
                 keys.INCARNATION: queue.incarnation,
             }
         )
-        return {"queue_name": queue.name, "shards_purged": purged, "started_ms": started}
+        return {"queue_name": queue.name, "shards_purged": len(queue.readable_shards), "started_ms": started}
 
     def last_purge_ms(self, queue_name: str) -> int | None:
         """When the last purge of this queue started (purges complete before they answer), or None."""

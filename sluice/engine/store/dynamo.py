@@ -151,16 +151,14 @@ class DynamoShardStore:
         head = head_of(new)
         return Allocation(head.next - count, now_ms, head.map_version, head.map_route)
 
-    def set_floor(self, at: ShardAddress) -> bool:
-        new = self._table(at).update(
+    def set_floor(self, at: ShardAddress) -> None:
+        self._table(at).update(
             at.pk,
             keys.HEAD_SK,
             "SET #f = if_not_exists(#n, :zero)",
             names={"#f": keys.HEAD_FLOOR, "#n": keys.HEAD_NEXT},
             values={":zero": 0},
-            returns="UPDATED_NEW",
         )
-        return bool(new)
 
     def seal(self, at: ShardAddress, now_ms: int) -> None:
         self._table(at).update(

@@ -99,13 +99,11 @@ class MemoryShardStore:
             part = self._part(at)
             part.head = replace(part.head or Head(), map_version=version)
 
-    def set_floor(self, at: ShardAddress) -> bool:
+    def set_floor(self, at: ShardAddress) -> None:
         with self._lock:
             part = self._part(at)
-            existed = part.head is not None
             head = part.head or Head()
             part.head = replace(head, floor=head.next)
-            return existed
 
     def seal(self, at: ShardAddress, now_ms: int) -> None:
         with self._lock:

@@ -44,8 +44,8 @@ class ShardStore(Protocol):
         older, guard field unchanged). Raises `AllocationRefused` with the HEAD it found."""
         ...
 
-    def set_floor(self, at: ShardAddress) -> bool:
-        """Purge: `floor = next`. False when the shard has no HEAD (nothing was ever written)."""
+    def set_floor(self, at: ShardAddress) -> None:
+        """Purge: `floor = next` (a shard never written gets a HEAD with floor 0)."""
         ...
 
     def seal(self, at: ShardAddress, now_ms: int) -> None:
