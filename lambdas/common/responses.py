@@ -307,6 +307,21 @@ class StreamDeleted(Wire):
     success: bool
 
 
+class WebhookKey(Wire):
+    """One public key that verifies signed webhook deliveries (RFC 8037: an Ed25519 OKP key)."""
+
+    kty: str
+    crv: str
+    x: str
+    kid: str
+    use: str
+    alg: str
+
+
+class WebhookKeys(Wire):
+    keys: list[WebhookKey]
+
+
 def body_of(model: type[BaseModel]) -> dict[int, OpenAPIResponse]:
     """OpenAPI `responses` of a route that writes its JSON body itself (the Durable Streams face embeds
     stored record text without a parse and dump): the shape is documented, not checked on the way out."""

@@ -4,10 +4,10 @@ from typing import Any
 
 from lambdas.common import restore  # noqa: F401  (registers the SnapStart hooks)
 from lambdas.common.http import build_app, make_handler
-from lambdas.consumer import cloudflare, openstreams, pull, push, records
+from lambdas.consumer import cloudflare, openstreams, pull, push, records, webhooks
 from sluice.constants import FN_CONSUMER
 
-app = build_app(pull.router, cloudflare.router, records.router, openstreams.router)
+app = build_app(pull.router, cloudflare.router, records.router, openstreams.router, webhooks.router)
 http_handler = make_handler(app, FN_CONSUMER)
 
 
