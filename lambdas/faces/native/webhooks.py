@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from lambdas.common.responses import WebhookKeys, body_of
+from lambdas.common.responses import body_of
 from lambdas.common.runtime import service
-from lambdas.common.streams import json_response
+from lambdas.faces.native.responses import WebhookKeys
 from sluice.webhooks import JWKS_PATH
 
 router = APIGatewayHttpRouter()
@@ -22,6 +22,9 @@ CACHE_SECONDS = 300
 
 @router.get(JWKS_PATH, responses=body_of(WebhookKeys))
 def jwks() -> Response[Any]:
-    response = json_response(service().webhook_signer.jwks())
-    response.headers["Cache-Control"] = f"public, max-age={CACHE_SECONDS}"
-    return response
+    return Response(
+        status_code=200,
+        content_type=content_types.APPLICATION_JSON,
+        body=service().webhook_signer.jwks(),
+        headers={"Cache-Control": f"public, max-age={CACHE_SECONDS}"},
+    )
