@@ -16,10 +16,9 @@ from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.consume import Consumer
 from sluice.engine.deadletter import SOURCE_ATTRIBUTE
-from sluice.engine.groupstate import GroupState
 from sluice.engine.publish import Publisher, request_batches
 from sluice.engine.queues import QueueRegistry
-from sluice.engine.shardstate import ShardStateReader, backlog
+from sluice.engine.shardstate import ShardRead, ShardStateReader
 from sluice.engine.store import ShardAddress
 from sluice.models import DEFAULT_GROUP, MAX_BATCH_MESSAGES, OutgoingMessage, Queue, Shard
 
@@ -111,11 +110,11 @@ class Operations:
     # --- metrics ------------------------------------------------------------------------------------------
 
     def metrics(self, queue_name: str, *, groups: list[str] | None = None) -> dict[str, Any]:
-        """Backlog (count, estimated bytes, oldest message), in-flight and delayed messages per consumer
-        group and per shard, from each shard's HEAD and group-state items (one Query per shard) plus one
-        item read per group and shard for the oldest unacked message. The top-level figures are the
-        `default` group's (the group Cloudflare-style pulls use). Multi-region: each shard names its
-        region, and `regions` gives the same top-level figures per region (the totals are over all)."""
+        """Backlog (count, estimated bytes, oldest message), available, in-flight and delayed messages per
+        consumer group and per shard, exact (sluice.engine.lanes), from each shard's HEAD and the groups'
+        lanes (BatchGetItems) plus one item read per group and shard for the oldest unacked message. The
+        top-level figures are the `default` group's (the group Cloudflare-style pulls use). Multi-region:
+        each shard names its region, and `regions` gives the same top-level figures per region."""
         queue = self.registry.get(queue_name)
         now = self.backend.clock()
         names = groups or sorted(queue.groups)
@@ -123,12 +122,11 @@ class Operations:
         per_group: dict[str, dict[str, Any]] = {g: _empty() for g in names}
         per_region: dict[str, dict[str, Any]] = {}
         shards_out = []
-        for shard in queue.readable_shards:
-            read = self.shard_states.read_shard(queue, shard, names)  # a group never here: from the floor
-            head = read.head
+        for read in self.shard_states.read(queue, queue.readable_shards, names):
+            shard, head = read.shard, read.head
             shard_groups = {}
             for group in names:
-                figures = self._figures(queue, shard, read.states[group], head.next, now)
+                figures = self._figures(queue, read, group, now)
                 shard_groups[group] = figures
                 _merge(per_group[group], figures)
                 if shard.region and group == top_group:
@@ -158,20 +156,19 @@ class Operations:
             **({"regions": per_region} if per_region else {}),
         }
 
-    def _figures(
-        self, queue: Queue, shard: Shard, state: GroupState, head_next: int, now: int
-    ) -> dict[str, Any]:
-        in_flight = sum(1 for p in state.pending.values() if p.leased and p.due_ms > now)
-        delayed = sum(1 for p in state.pending.values() if not p.leased and p.due_ms > now)
-        count = backlog(state, head_next)
+    def _figures(self, queue: Queue, read: ShardRead, group: str, now: int) -> dict[str, Any]:
+        figures = read.figures(group, now)
+        count = figures.backlog
         oldest_ts, mean_size = (0, 0.0)
         if count:
-            oldest_ts, mean_size = self._oldest(queue, shard, state.ack_level)
+            level = read.groups[group].ack_level(read.head.next, read.head.floor)
+            oldest_ts, mean_size = self._oldest(queue, read.shard, level)
         return {
             "backlog_count": count,
             "backlog_bytes": int(count * mean_size),
-            "in_flight": in_flight,
-            "delayed": delayed,
+            "available": figures.available,
+            "in_flight": figures.in_flight,
+            "delayed": figures.delayed,
             "oldest_message_timestamp_ms": oldest_ts,
         }
 
@@ -194,6 +191,7 @@ def _empty() -> dict[str, Any]:
     return {
         "backlog_count": 0,
         "backlog_bytes": 0,
+        "available": 0,
         "in_flight": 0,
         "delayed": 0,
         "oldest_message_timestamp_ms": 0,
@@ -201,7 +199,7 @@ def _empty() -> dict[str, Any]:
 
 
 def _merge(total: dict[str, Any], part: dict[str, Any]) -> None:
-    for name in ("backlog_count", "backlog_bytes", "in_flight", "delayed"):
+    for name in ("backlog_count", "backlog_bytes", "available", "in_flight", "delayed"):
         total[name] += part[name]
     if part["oldest_message_timestamp_ms"] and (
         not total["oldest_message_timestamp_ms"]
