@@ -61,13 +61,17 @@ class PullResult:
     messages: list[Message]
     backlog: int
     ack: dict[str, Any] | None = None  # the outcome of the acks the pull carried, as `ack` answers
-    exact: bool = False  # the backlog is exact (the pull read every shard): an empty answer proves it
+    # The backlog is exact (the pull read every lane of every shard): an empty answer proves it. None: a
+    # server older than the exact figures (it stops on an empty answer with backlog 0, as it did then).
+    exact: bool | None = None
     split: dict[str, int] | None = None  # exact only: {"available", "in_flight", "delayed"}
 
     @property
     def drained(self) -> bool:
         """Nothing to deliver now and nothing in flight that could come back: an exact answer only.
         (Messages still delayed do not count: they are not deliverable before their time.)"""
+        if self.exact is None:
+            return not self.messages and self.backlog == 0
         split = self.split or {}
         return (
             self.exact
@@ -215,7 +219,7 @@ class SluiceClient:
             [Message.from_json(m) for m in result["messages"]],
             result["message_backlog_count"],
             result.get("ack"),
-            bool(result.get("backlog_exact")),
+            result.get("backlog_exact"),
             result.get("backlog"),
         )
 

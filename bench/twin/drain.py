@@ -8,6 +8,7 @@ measures any version of the engine (the baseline of main was measured with it, s
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections import defaultdict
@@ -87,10 +88,8 @@ def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -
 
     def coordinate() -> None:
         while not finished():
-            try:
+            with contextlib.suppress(errors.Throttled):
                 coordinator.run_once()
-            except errors.Throttled:
-                pass
             sim.sleep(c.DEFAULT_COORDINATOR_TICK_SECONDS)
 
     sim.spawn("coordinator", coordinate)

@@ -36,6 +36,8 @@ class LaneView:
         frozenset()
     )  # ack records applied to `state`: dropped from the item by the commit
     last_ms: int = 0  # when the lane was last committed
+    acks_added: int = 0  # the item's count of ack-record ADDs when read
+    redelivered: bool = False  # this attempt leases a message again: commit only if no ack came meanwhile
 
     @classmethod
     def of(
@@ -49,7 +51,7 @@ class LaneView:
         cursor_known: bool = True,
     ) -> LaneView:
         view = cls(address, group, lane.lane, lane.state, lane.acked, cursor, head, cursor_known)
-        view.last_ms = lane.last_ms
+        view.last_ms, view.acks_added = lane.last_ms, lane.acks_added
         if head is not None:
             view.floor = head.floor
             view.dirty = drop_below(view.state, head.floor)
@@ -63,6 +65,8 @@ class LaneView:
             return self.cursor.range_of(self.lane)
         if not self.cursor_known:
             return (0, self.state.end) if self.state.end > self.state.read else None
+        if self.lane:
+            return None  # no cursor: the lanes are merged into lane 0, this one reads nothing new
         return None if self.head is None else (0, self.head.next)
 
     def enter(self, lo: int, hi: int, item: int) -> None:
@@ -104,15 +108,19 @@ class StateCommit:
                 old_version,
                 now_ms=self.clock(),
                 folded=view.folded,
+                # An ack recorded (by ADD) after the lane was read is not folded in: a redelivery of
+                # that message must not commit, or it would be delivered after its ack.
+                acks_added=view.acks_added if view.redelivered else None,
             )
         except StateConflict as exc:
             view.state, view.acked, view.folded = exc.winner.state, exc.winner.acked, frozenset()
+            view.acks_added = exc.winner.acks_added
             if view.lane == 0 and view.cursor_known:
                 view.cursor = exc.cursor
             view.dirty = drop_below(view.state, view.floor)
             return False
         view.state.version = old_version + 1
-        view.folded, view.dirty = frozenset(), False
+        view.folded, view.dirty, view.redelivered = frozenset(), False, False
         return True
 
     @staticmethod

@@ -25,6 +25,7 @@ from sluice.engine.backend import Backend
 from sluice.engine.budget import ByteBudget
 from sluice.engine.commit import MAX_COMMIT_ATTEMPTS, LaneView, StateCommit
 from sluice.engine.deadletter import DeadLetterSink
+from sluice.engine.groupstate import GroupState
 from sluice.engine.lanes import Figures, ack_records, acked_seqs, wider
 from sluice.engine.leasebook import LeaseBook, Op, Outcome
 from sluice.engine.publish import Publisher, message_id
@@ -32,7 +33,7 @@ from sluice.engine.pullplan import BUSY_MS, PullPlanner
 from sluice.engine.queues import QueueDirectory
 from sluice.engine.regions import RegionBreaker, region_key
 from sluice.engine.shardlease import CarriedAcks, LaneKey, ShardLeaser, gone
-from sluice.engine.shardstate import ShardStateReader
+from sluice.engine.shardstate import ShardRead, ShardStateReader
 from sluice.leases import Lease, LeaseSigner
 from sluice.models import AckResult, BacklogFigures, Delivery, LeasedBatch, Queue, Shard
 
@@ -171,20 +172,45 @@ class Consumer:
             if pull.full:
                 pull.estimate(sticky, len(shards))
                 return
-        reads = self.planner.survey(queue, shards, group, every_lane=False)  # lane 0s, read in full
-        self._lease_from(
-            pull, self.planner.places(reads, group, self.clock(), tried, busy=False), tried, busy=False
-        )
-        if pull.full:
-            pull.exact = False  # claimed from the unclaimed backlog: enough, without reading every lane
-            pull.figures.add(PullPlanner.figures(reads, group, self.clock()))
-            return
-        reads = self.planner.survey(queue, shards, group, every_lane=True)
-        if pull.carried:
+        reads = self.planner.survey(queue, shards, group, every_lane=False)  # HEAD + lane 0 per shard
+        # No lanes split anywhere (a queue at rest): lane 0 is every lane, this read is the whole survey.
+        whole = not any(r.groups[group].high > 1 for r in reads)
+        surveyed_at, leased_before = self.clock(), len(pull.out)
+        if whole and pull.carried:
             pull.carried.surveyed = True
-        now = self.clock()
-        pull.figures.add(PullPlanner.figures(reads, group, now))  # at the moment of the survey
-        self._lease_from(pull, self.planner.places(reads, group, now, tried, busy=True), tried, busy=True)
+        self._lease_from(
+            pull, self.planner.places(reads, group, surveyed_at, tried, busy=False), tried, busy=False
+        )
+        if not whole:
+            if pull.full:
+                pull.exact = False  # claimed from the unclaimed backlog: enough, without reading every lane
+                pull.figures.add(PullPlanner.figures(reads, group, surveyed_at))
+                return
+            reads = self.planner.survey(queue, shards, group, every_lane=True)
+            surveyed_at, leased_before = self.clock(), len(pull.out)
+            if pull.carried:
+                pull.carried.surveyed = True
+        if not pull.full:
+            places = self.planner.places(reads, group, surveyed_at, tried, busy=True)
+            self._lease_from(pull, places, tried, busy=True)
+        figures = PullPlanner.figures(reads, group, surveyed_at)  # at the moment of the survey
+        figures.leased(len(pull.out) - leased_before)  # what this pull leased since: in flight now
+        pull.figures.add(figures)
+        self._narrow(reads, group, surveyed_at)
+
+    def _narrow(self, reads: list[ShardRead], group: str, now: int) -> None:
+        """Shards whose lanes hold nothing and have nothing unclaimed go back to one lane (one write each,
+        on an empty survey only), so an idle queue's polls read one lane item per shard and group."""
+        for read in reads:
+            lanes, head = read.groups[group], read.head
+            if lanes.cursor is None or lanes.figures(head.next, now, head.floor).backlog:
+                continue
+            if lanes.unclaimed(head.next, head.floor) or len(lanes.lanes) < lanes.high:
+                continue
+            zero = lanes.lane0.state
+            level = max(lanes.cursor.next, head.floor)
+            state = GroupState(read=level, read_item=level, version=zero.version)
+            self.store.merge(read.address, group, state, zero.version, lanes.cursor)
 
     def _lease_from(
         self,

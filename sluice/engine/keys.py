@@ -90,10 +90,12 @@ ITEM_OBJECT = "obj"  # payload tier (issue 24): the S3 object holding the batch 
 ITEM_OFFSETS = "off"  # with ITEM_OBJECT: where each message starts in the object
 
 # Group state items: one per lane of a group on a shard, pk `lane_partition(shard pk, lane)`, sk `G#<group>`
+# (lane 0: the shard's own partition, the item of before the lanes)
 # (sluice.engine.lanes). Every lane item:
 STATE_BLOB = "s"  # the lane's GroupState.encode()
 STATE_VERSION = "ver"  # for conditional commits
 STATE_ACKED = "ak"  # acks recorded by ADD, not folded into `s` yet: "<first seq>:<count>" runs (string set)
+STATE_ACKS_ADDED = "an"  # how many ADDs recorded acks (only grows): a redelivering commit conditions on it
 STATE_AT = "at"  # when the lane was last committed (ms): pullers choosing a lane prefer idle ones
 STATE_READ = "rd"  # lane 0: its read level, as a number (a split starts the cursor there, atomically)
 # Lane 0's item, while the group's lanes are split (absent: one lane reads the whole shard):
@@ -189,5 +191,7 @@ def group_state_sk(group: str) -> str:
 
 
 def lane_partition(shard_partition_key: str, lane: int) -> str:
-    """A group lane's own partition: consume state never shares the shard's write capacity."""
-    return f"{shard_partition_key}#{lane}"
+    """Where a group's lane lives. Lane 0 is the group-state item of before the lanes (same key: a
+    deployed queue's groups read on where they were); the other lanes, which exist only under load, get
+    partitions of their own so their commits never share the shard's write capacity."""
+    return shard_partition_key if lane == 0 else f"{shard_partition_key}#{lane}"

@@ -56,6 +56,7 @@ class LaneState:
     state: GroupState
     acked: frozenset[str] = frozenset()
     last_ms: int = 0
+    acks_added: int = 0  # ADDs of ack records so far (a redelivering commit holds only while unchanged)
 
     @property
     def acked_seqs(self) -> set[int]:
@@ -182,6 +183,13 @@ class Figures:
     def backlog(self) -> int:
         """Unacked messages, in flight and delayed included (the API's `backlog_count`)."""
         return self.unread + self.due + self.in_flight + self.delayed
+
+    def leased(self, count: int) -> None:
+        """`count` available messages were leased since these figures were read: now in flight."""
+        due = min(count, self.due)
+        self.due -= due
+        self.unread = max(0, self.unread - (count - due))
+        self.in_flight += count
 
     def add(self, other: Figures) -> None:
         self.unread += other.unread

@@ -98,6 +98,7 @@ class ShardLeaser:
             self.commit.backoff(attempt)
             now = self.clock()
             old_version = view.state.version
+            view.redelivered = False
             view.fold()  # acks recorded on the item: an acked message is not redelivered
             acked = drop_acked(view, carried)
             take = _Take(queue, view, want, vis, now, budget)
@@ -137,6 +138,7 @@ class ShardLeaser:
                 break  # the response is full: the rest stay due, unleased, for the next pull
             book.lease(seq, offered)
             take.out.append(delivery)
+            view.redelivered = True
         view.dirty = True
 
     # --- fresh messages -----------------------------------------------------------------------------------
@@ -173,6 +175,8 @@ class ShardLeaser:
             if not view.cursor_known:
                 self._cursor(view)
             if view.cursor is None:  # one lane: everything up to HEAD next
+                if view.lane:
+                    return None  # the lanes were merged back into lane 0: this one reads nothing new
                 head = self.head(view)
                 return max(view.state.read, head.floor), head.next
             lo, hi = view.cursor.range_of(view.lane)

@@ -23,6 +23,10 @@ def test_many_pullers_split_the_lanes_and_every_message_is_acked_once() -> None:
     world.dynamo.unlimited = False
     delivered: Counter[str] = Counter()
     acked: Counter[str] = Counter()
+    store = engine.backend.store
+    splits: list[int] = []
+    split = store.split
+    store.split = lambda at, group, lanes: splits.append(lanes) or split(at, group, lanes)  # type: ignore[method-assign]
 
     def puller() -> None:
         while sum(acked.values()) < 4_000 and sim.now < 30:
@@ -42,10 +46,14 @@ def test_many_pullers_split_the_lanes_and_every_message_is_acked_once() -> None:
     sim.run_until(30)
     assert len(acked) == 4_000 and set(acked.values()) == {1}  # every message acked, once
     assert max(delivered.values()) == 1  # nothing redelivered: no lease ran out, no ack was lost
-    lanes = [
+    assert splits  # contention split the lanes
+    final = engine.consumer.pull("q", group="default", batch_size=10)
+    assert final.messages == [] and final.backlog_exact and final.message_backlog_count == 0
+    narrowed = [
         engine.backend.store.read_lanes(ShardAddress.of(queue, s), "default", [], head=False).cursor
         for s in queue.shards
     ]
-    assert any(c is not None and c.lanes > 1 for c in lanes), lanes  # contention widened the lanes
-    final = engine.consumer.pull("q", group="default", batch_size=10)
-    assert final.messages == [] and final.backlog_exact and final.message_backlog_count == 0
+    assert narrowed == [None, None]  # the empty survey merged the lanes back: an idle poll reads one lane
+    engine.publisher.publish("q", [OutgoingMessage(body=b'{"n": "late"}')])
+    late = engine.consumer.pull("q", group="default", batch_size=10)
+    assert [m.body for m in late.messages] == [b'{"n": "late"}'] and late.backlog_exact  # nothing re-read

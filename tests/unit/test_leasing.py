@@ -119,3 +119,15 @@ def test_a_lost_race_decides_again_from_the_winners_state() -> None:
     leaser.take(queue, view(store, at), 2, 100, None)  # another puller commits first
     got = leaser.take(queue, stale, 2, 100, None)
     assert [d.seq for d in got] == [2] and store.conflicts == 1  # never seq 0 or 1 twice
+
+
+def test_a_redelivery_never_commits_over_an_ack_recorded_after_the_lane_was_read() -> None:
+    store, leaser, queue, at, now, _sink = setup()
+    queue.settings.max_retries = 5
+    leaser.take(queue, view(store, at), 1, 100, None)  # seq 0 leased
+    now[0] += 150  # its lease ran out: the next pull would deliver it again
+    stale = view(store, at)
+    store.record_acks(at, "default", 0, frozenset({"0:1"}))  # its consumer acks it meanwhile (an ADD)
+    again = leaser.take(queue, stale, 5, 100, None)
+    assert 0 not in [d.seq for d in again] and store.conflicts == 1  # decided again, with the ack folded
+    assert 0 not in view(store, at).state.pending

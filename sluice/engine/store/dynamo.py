@@ -88,7 +88,13 @@ def state_of(item: Item | None) -> GroupState:
 def lane_of(lane: int, item: Item | None) -> LaneState:
     item = item or {}
     acked = item.get(keys.STATE_ACKED)
-    return LaneState(lane, state_of(item or None), frozenset(acked or ()), int(item.get(keys.STATE_AT, 0)))
+    return LaneState(
+        lane,
+        state_of(item or None),
+        frozenset(acked or ()),
+        int(item.get(keys.STATE_AT, 0)),
+        int(item.get(keys.STATE_ACKS_ADDED, 0)),
+    )
 
 
 def cursor_of(item: Item | None) -> Cursor | None:
@@ -441,6 +447,7 @@ class DynamoShardStore:
         *,
         now_ms: int,
         folded: frozenset[str] = frozenset(),
+        acks_added: int | None = None,
     ) -> None:
         names = {"#s": keys.STATE_BLOB, "#v": keys.STATE_VERSION, "#at": keys.STATE_AT}
         values: dict[str, Any] = {":s": state.encode(), ":v1": old_version + 1, ":at": now_ms}
@@ -449,6 +456,12 @@ class DynamoShardStore:
             condition = "attribute_not_exists(#v)"
         else:
             condition, values[":v"] = "#v = :v", old_version
+        if acks_added is not None:  # a redelivery: only if no ack was recorded since the lane was read
+            names["#an"] = keys.STATE_ACKS_ADDED
+            if acks_added:
+                condition, values[":an"] = f"{condition} AND #an = :an", acks_added
+            else:
+                condition += " AND attribute_not_exists(#an)"
         if lane == 0:
             names["#rd"], values[":rd"] = keys.STATE_READ, state.read
             expression += ", #rd = :rd"
@@ -492,13 +505,19 @@ class DynamoShardStore:
             )
         except ConditionFailed as exc:
             raise ClaimRefused(cursor_of(exc.item)) from exc
-        new = new or {}
-        return int(new[names["#lo"]]), int(new[names["#hi"]])
+        # The claim is [old cursor, old cursor + count): read back from the cursor, which always moves
+        # (UPDATED_NEW may leave out an attribute whose value a SET did not change).
+        end = int((new or {})[keys.CURSOR_NEXT])
+        return end - count, end
 
     def record_acks(self, at: ShardAddress, group: str, lane: int, records: frozenset[str]) -> None:
         pk, sk = self._lane_key(at, group, lane)
         self._table(at).update(
-            pk, sk, "ADD #ak :ak", names={"#ak": keys.STATE_ACKED}, values={":ak": set(records)}
+            pk,
+            sk,
+            "ADD #ak :ak, #an :one",
+            names={"#ak": keys.STATE_ACKED, "#an": keys.STATE_ACKS_ADDED},
+            values={":ak": set(records), ":one": 1},
         )
 
     def split(self, at: ShardAddress, group: str, lanes: int) -> bool:
@@ -550,23 +569,29 @@ class DynamoShardStore:
             "#c": keys.CURSOR_NEXT,
             "#n": keys.CURSOR_LANES,
             "#h": keys.CURSOR_HIGH,
+            "#rd": keys.STATE_READ,
         }
         removed = ["#c", "#n", "#h"]
         for lane in seen.ranges:
             names[f"#lo{lane}"], names[f"#hi{lane}"] = f"{keys.RANGE_LO}{lane}", f"{keys.RANGE_HI}{lane}"
             removed += [f"#lo{lane}", f"#hi{lane}"]
-        values: dict[str, Any] = {":s": lane0.encode(), ":v1": old_version + 1, ":c": seen.next, ":one": 1}
+        values: dict[str, Any] = {
+            ":s": lane0.encode(),
+            ":v1": old_version + 1,
+            ":c": seen.next,
+            ":rd": lane0.read,
+        }
         if old_version == 0:
             condition = "attribute_not_exists(#v)"
         else:
             condition, values[":v"] = "#v = :v", old_version
-        condition += " AND #c = :c AND #n = :one AND #h = :one"
+        condition += " AND #c = :c"  # every claim moves the cursor: no lane gained work since `seen`
         pk, sk = self._lane_key(at, group, 0)
         try:
             self._table(at).update(
                 pk,
                 sk,
-                f"SET #s = :s, #v = :v1 REMOVE {', '.join(removed)}",
+                f"SET #s = :s, #v = :v1, #rd = :rd REMOVE {', '.join(removed)}",
                 condition=condition,
                 names=names,
                 values=values,

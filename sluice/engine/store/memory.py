@@ -269,10 +269,11 @@ class MemoryShardStore:
         *,
         now_ms: int,
         folded: frozenset[str] = frozenset(),
+        acks_added: int | None = None,
     ) -> None:
         with self._lock:
             item = self._lane(at, group, lane)
-            if item.version != old_version:
+            if item.version != old_version or (acks_added is not None and item.added != acks_added):
                 self.conflicts += 1
                 raise StateConflict(item.typed(lane), item.cursor() if lane == 0 else None)
             item.version, item.blob, item.last_ms = old_version + 1, state.encode(), now_ms
@@ -297,7 +298,9 @@ class MemoryShardStore:
 
     def record_acks(self, at: ShardAddress, group: str, lane: int, records: frozenset[str]) -> None:
         with self._lock:
-            self._lane(at, group, lane).acked |= records
+            item = self._lane(at, group, lane)
+            item.acked |= records
+            item.added += 1
             self.writes += 1
 
     def split(self, at: ShardAddress, group: str, lanes: int) -> bool:
@@ -322,7 +325,7 @@ class MemoryShardStore:
     def merge(self, at: ShardAddress, group: str, lane0: GroupState, old_version: int, seen: Cursor) -> bool:
         with self._lock:
             zero = self._lane(at, group, 0)
-            if zero.version != old_version or zero.next != seen.next or (zero.lanes, zero.high) != (1, 1):
+            if zero.version != old_version or zero.next != seen.next:
                 return False
             zero.version, zero.blob = old_version + 1, lane0.encode()
             zero.next, zero.lanes, zero.high, zero.ranges = None, 1, 1, {}
@@ -347,6 +350,7 @@ class _LaneItem:
     blob: bytes | None = None
     acked: frozenset[str] = frozenset()
     last_ms: int = 0
+    added: int = 0  # ADDs of ack records
     next: int | None = None  # lane 0: the cursor (None: one lane)
     lanes: int = 1
     high: int = 1
@@ -354,7 +358,7 @@ class _LaneItem:
 
     def typed(self, lane: int) -> LaneState:
         state = GroupState() if self.blob is None else GroupState.decode(self.blob, self.version)
-        return LaneState(lane, state, self.acked, self.last_ms)
+        return LaneState(lane, state, self.acked, self.last_ms, self.added)
 
     def cursor(self) -> Cursor | None:
         return None if self.next is None else Cursor(self.next, self.lanes, self.high, dict(self.ranges))

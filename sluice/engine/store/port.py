@@ -146,9 +146,11 @@ class ShardStore(Protocol):
         *,
         now_ms: int,
         folded: frozenset[str] = frozenset(),
+        acks_added: int | None = None,
     ) -> None:
         """Store the lane's `state` as version `old_version + 1` (stamped `now_ms`) if that is still the
-        stored one, dropping the ack records it `folded` in. Raises `StateConflict`."""
+        stored one, dropping the ack records it `folded` in; with `acks_added` (a commit that redelivers),
+        only while no ack was recorded since the lane was read. Raises `StateConflict`."""
         ...
 
     def claim(
@@ -160,7 +162,8 @@ class ShardStore(Protocol):
         ...
 
     def record_acks(self, at: ShardAddress, group: str, lane: int, records: frozenset[str]) -> None:
-        """Record acks on the lane's item (an ADD to a set: never fails a condition)."""
+        """Record acks on the lane's item (an ADD to a set, and one to the count of such ADDs: never fails
+        a condition)."""
         ...
 
     def split(self, at: ShardAddress, group: str, lanes: int) -> bool:
@@ -174,8 +177,9 @@ class ShardStore(Protocol):
         ...
 
     def merge(self, at: ShardAddress, group: str, lane0: GroupState, old_version: int, seen: Cursor) -> bool:
-        """Back to one lane: lane 0 reads on from `lane0.read` (the caller checked every other lane holds
-        nothing and lane 0's range is read); False when anything changed meanwhile."""
+        """Back to one lane: lane 0 reads on from `lane0.read` (the caller saw every lane hold nothing and
+        nothing unclaimed, in `seen`); holds only while lane 0's version and the cursor are as seen (every
+        claim moves the cursor, so no lane gained work). False when anything changed meanwhile."""
         ...
 
     def put_state(self, at: ShardAddress, group: str, state: GroupState) -> None:
