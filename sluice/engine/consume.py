@@ -26,7 +26,7 @@ from sluice.engine.budget import ByteBudget
 from sluice.engine.commit import MAX_COMMIT_ATTEMPTS, LaneView, StateCommit
 from sluice.engine.deadletter import DeadLetterSink
 from sluice.engine.groupstate import GroupState
-from sluice.engine.lanes import Figures, ack_records, acked_seqs, wider
+from sluice.engine.lanes import Cursor, Figures, ack_records, acked_seqs, wider
 from sluice.engine.leasebook import LeaseBook, Op, Outcome
 from sluice.engine.publish import Publisher, message_id
 from sluice.engine.pullplan import BUSY_MS, PullPlanner
@@ -34,10 +34,14 @@ from sluice.engine.queues import QueueDirectory
 from sluice.engine.regions import RegionBreaker, region_key
 from sluice.engine.shardlease import CarriedAcks, LaneKey, ShardLeaser, gone
 from sluice.engine.shardstate import ShardRead, ShardStateReader
+from sluice.engine.store import ShardAddress
 from sluice.leases import Lease, LeaseSigner
 from sluice.models import AckResult, BacklogFigures, Delivery, LeasedBatch, Queue, Shard
 
 LONG_POLL_MAX_INTERVAL = 0.25  # seconds between the polls of a long-poll pull: ≤ 250 ms late, 1 read each
+# Every poll reads every shard (an exact answer): past this many shards the interval grows with them, so
+# an idle long-poll reads at most ~4 x 32 shards a second (docs/performance.md "Consume").
+LONG_POLL_SHARDS = 32
 
 
 @dataclass
@@ -88,7 +92,9 @@ class Consumer:
         clock = self.clock
         deadline = clock.monotonic() + wait_ms / 1000
         delay = 0.05
-        carried = None if acks is None else self._carry(self.directory.get(queue_name), acks)
+        queue = self.directory.get(queue_name)
+        carried = None if acks is None else self._carry(queue, acks)
+        longest = LONG_POLL_MAX_INTERVAL * max(1.0, len(queue.readable_shards) / LONG_POLL_SHARDS)
         acked = None
         while True:
             budget = ByteBudget(max_bytes, size_of) if size_of else None
@@ -99,7 +105,7 @@ class Consumer:
             if result.messages or clock.monotonic() >= deadline:
                 return result
             clock.sleep(min(delay, max(0.0, deadline - clock.monotonic())))
-            delay = min(delay * 2, LONG_POLL_MAX_INTERVAL)
+            delay = min(delay * 2, longest)
 
     def _pull_once(
         self,
@@ -175,7 +181,10 @@ class Consumer:
         reads = self.planner.survey(queue, shards, group, every_lane=False)  # HEAD + lane 0 per shard
         # No lanes split anywhere (a queue at rest): lane 0 is every lane, this read is the whole survey.
         whole = not any(r.groups[group].high > 1 for r in reads)
+        idle: list[tuple[ShardAddress, Cursor, int]] = []
+        # The figures at the moment of the survey (leasing changes the states read, in place).
         surveyed_at, leased_before = self.clock(), len(pull.out)
+        figures = PullPlanner.figures(reads, group, surveyed_at)
         if whole and pull.carried:
             pull.carried.surveyed = True
         self._lease_from(
@@ -184,33 +193,38 @@ class Consumer:
         if not whole:
             if pull.full:
                 pull.exact = False  # claimed from the unclaimed backlog: enough, without reading every lane
-                pull.figures.add(PullPlanner.figures(reads, group, surveyed_at))
+                pull.figures.add(figures)
                 return
             reads = self.planner.survey(queue, shards, group, every_lane=True)
             surveyed_at, leased_before = self.clock(), len(pull.out)
+            figures = PullPlanner.figures(reads, group, surveyed_at)
+            idle = self._idle(reads, group, surveyed_at)
             if pull.carried:
                 pull.carried.surveyed = True
         if not pull.full:
             places = self.planner.places(reads, group, surveyed_at, tried, busy=True)
             self._lease_from(pull, places, tried, busy=True)
-        figures = PullPlanner.figures(reads, group, surveyed_at)  # at the moment of the survey
         figures.leased(len(pull.out) - leased_before)  # what this pull leased since: in flight now
         pull.figures.add(figures)
-        self._narrow(reads, group, surveyed_at)
+        if not pull.out:
+            for at, seen, version in idle:
+                self.store.merge(at, group, GroupState(read=seen.next, read_item=seen.next), version, seen)
 
-    def _narrow(self, reads: list[ShardRead], group: str, now: int) -> None:
-        """Shards whose lanes hold nothing and have nothing unclaimed go back to one lane (one write each,
-        on an empty survey only), so an idle queue's polls read one lane item per shard and group."""
+    @staticmethod
+    def _idle(reads: list[ShardRead], group: str, now: int) -> list[tuple[ShardAddress, Cursor, int]]:
+        """Shards (as just surveyed, before any leasing) whose split lanes hold nothing and have nothing
+        unclaimed: an empty pull merges them back to one lane (`store.merge`, one write each), so an idle
+        queue's polls read one lane item per shard and group. (address, cursor seen, lane 0's version)."""
+        out = []
         for read in reads:
             lanes, head = read.groups[group], read.head
-            if lanes.cursor is None or lanes.figures(head.next, now, head.floor).backlog:
+            if lanes.cursor is None or len(lanes.lanes) < lanes.high:
                 continue
-            if lanes.unclaimed(head.next, head.floor) or len(lanes.lanes) < lanes.high:
+            if lanes.unclaimed(head.next, head.floor) or lanes.figures(head.next, now, head.floor).backlog:
                 continue
-            zero = lanes.lane0.state
-            level = max(lanes.cursor.next, head.floor)
-            state = GroupState(read=level, read_item=level, version=zero.version)
-            self.store.merge(read.address, group, state, zero.version, lanes.cursor)
+            # Nothing unclaimed: cur >= HEAD next (>= the floor), an item boundary where lane 0 reads on.
+            out.append((read.address, lanes.cursor, lanes.lane0.state.version))
+        return out
 
     def _lease_from(
         self,
