@@ -149,6 +149,7 @@ class Consumer:
                 f"no region of queue {queue_name!r} can be reached; retry shortly"
             )
         exact = pull.exact and not skipped
+        self.planner.came_back(queue, group, empty=not pull.out)
         if carried:
             self._ack_rest(queue, carried)
             # acks the survey counted as in flight (applied after it, or now)
@@ -178,6 +179,8 @@ class Consumer:
             if pull.full:
                 pull.estimate(sticky, len(shards))
                 return
+        if self._from_sample(pull, shards, tried):
+            return
         reads = self.planner.survey(queue, shards, group, every_lane=False)  # HEAD + lane 0 per shard
         # No lanes split anywhere (a queue at rest): lane 0 is every lane, this read is the whole survey.
         whole = not any(r.groups[group].high > 1 for r in reads)
@@ -209,6 +212,26 @@ class Consumer:
         if not pull.out:
             for at, seen, version in idle:
                 self.store.merge(at, group, GroupState(read=seen.next, read_item=seen.next), version, seen)
+
+    def _from_sample(self, pull: _Pull, shards: list[Shard], tried: set[tuple[int, int]]) -> bool:
+        """Under load, a pull fills from a sample of the shards (as many reads as before the exact
+        answers): True when it did (its figures an estimate). A container whose last pull of the group
+        came back empty (an idle queue) goes straight to the survey of every shard."""
+        queue, group = pull.queue, pull.group
+        sample = self.planner.sample(queue, group, shards, pull.carried)
+        if sample is None:
+            return False
+        reads = self.planner.survey(queue, sample, group, every_lane=False)
+        figures = PullPlanner.figures(reads, group, self.clock())
+        for busy in (False, True):
+            if not pull.full:
+                places = self.planner.places(reads, group, self.clock(), tried, busy=busy)
+                self._lease_from(pull, places, tried, busy=busy)
+        if not pull.full:
+            return False  # the survey of every shard follows (the sample's lanes are not tried again)
+        pull.exact = False
+        pull.figures.add(figures.scaled(len(shards) / len(sample)))
+        return True
 
     @staticmethod
     def _idle(reads: list[ShardRead], group: str, now: int) -> list[tuple[ShardAddress, Cursor, int]]:

@@ -191,6 +191,10 @@ class Figures:
         self.unread = max(0, self.unread - (count - due))
         self.in_flight += count
 
+    def scaled(self, factor: float) -> Figures:
+        """An estimate for `factor` times as many shards as these figures were read from."""
+        return Figures(*(round(v * factor) for v in (self.unread, self.due, self.in_flight, self.delayed)))
+
     def add(self, other: Figures) -> None:
         self.unread += other.unread
         self.due += other.due

@@ -16,6 +16,7 @@ import random
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sluice.engine.backend import Backend
 from sluice.engine.commit import LaneView
@@ -23,6 +24,9 @@ from sluice.engine.lanes import Figures
 from sluice.engine.regions import by_region
 from sluice.engine.shardstate import ShardRead, ShardStateReader
 from sluice.engine.store import ShardAddress, ShardStore
+
+if TYPE_CHECKING:
+    from sluice.engine.shardlease import CarriedAcks
 from sluice.models import Queue, Shard
 
 OTHER_REGION_FIRST = 0.25  # the share of pulls that read another region before their own
@@ -35,6 +39,7 @@ class Affinity:
 
 
 BUSY_MS = 200  # a lane committed this recently has a puller: others look elsewhere first
+SAMPLE_SHARDS = 8  # under load, a pull first looks at this many random shards (HEAD + lane 0 each)
 
 
 class PullPlanner:
@@ -70,6 +75,25 @@ class PullPlanner:
         if kept is None or shard is None:
             return None
         return self.lane(queue, shard, group, kept.lane)
+
+    def sample(
+        self, queue: Queue, group: str, shards: Sequence[Shard], carried: CarriedAcks | None
+    ) -> list[Shard] | None:
+        """Random shards to look at first, plus those of the acks the pull carries (so they share its
+        write); None when every shard is read anyway: few shards, or this container's last pull of the
+        group came back empty (an idle queue: the exact survey at once)."""
+        empty: dict[tuple[str, str], bool] = self._local.__dict__.setdefault("empty", {})
+        if len(shards) <= SAMPLE_SHARDS or empty.get((queue.name, group), False):
+            return None
+        chosen = random.sample(list(shards), SAMPLE_SHARDS)
+        if carried:
+            acked = {shard for g, shard, _lane in carried.ops if g == group}
+            chosen += [s for s in shards if s.id in acked and s not in chosen]
+        return chosen
+
+    def came_back(self, queue: Queue, group: str, *, empty: bool) -> None:
+        """Whether this container's last pull of the group was empty (see `sample`)."""
+        self._local.__dict__.setdefault("empty", {})[(queue.name, group)] = empty
 
     def keep(self, view: LaneView) -> None:
         self._affinity()[(view.address.queue, view.group)] = Affinity(view.address.id, view.lane)

@@ -145,6 +145,7 @@ class Consumers(Wire):
 class Backlog(Wire):
     backlog_count: int
     backlog_bytes: int
+    available: int = Field(description="never delivered, or due again: deliverable now (exact)")
     in_flight: int
     delayed: int
     oldest_message_timestamp_ms: int | None
