@@ -51,6 +51,8 @@ class QueueSettings(BaseModel):
     min_shards: int = Field(1, ge=1, le=256)
     max_shards: int = Field(64, ge=1, le=256)
     max_message_bytes: int = Field(131_072, ge=1, le=1_048_576)
+    # Where a send's bodies go: `auto` by price (sluice.engine.tierpolicy), or always one tier.
+    payload_tier: Literal["auto", "dynamodb", "s3"] = "auto"
 
     @model_validator(mode="after")
     def _check(self) -> QueueSettings:

@@ -24,8 +24,8 @@ from typing import Any
 
 from sluice import errors, faults
 from sluice.adapters.dynamo import ConditionFailed, Table, batch_get_across
-from sluice.codec import StoredMessage, decode_batch
-from sluice.engine import gaps, keys, ordering
+from sluice.codec import StoredMessage
+from sluice.engine import gaps, keys, ordering, payloads
 from sluice.engine.backend import Backend
 from sluice.engine.budget import ByteBudget
 from sluice.engine.groupstate import GroupState, Pending
@@ -60,6 +60,9 @@ class Op(Enum):
 class RetryRequest:
     lease_id: str
     delay_seconds: int | None = None
+
+
+_Loaded = tuple[int, Sequence[StoredMessage]]  # a batch item's timestamp and messages
 
 
 @dataclass
@@ -373,7 +376,7 @@ class Consumer:
                     state.read = state.read_item = first + count
                     view.dirty = True
                     continue
-                stored = list(decode_batch(item[keys.ITEM_DATA]))
+                stored = payloads.messages(self.backend.bucket_for(view.shard), item)
                 for seq in range(state.read, first + count):
                     if len(out) >= want or len(state.pending) >= MAX_PENDING:
                         return
@@ -625,34 +628,31 @@ class Consumer:
             view.table.put(item, condition=f"{keys.STATE_VERSION} = :v", values={":v": old_version})
         state.version = old_version + 1
 
-    def _load(self, view: _ShardView, item_starts: set[int]) -> dict[int, tuple[int, list[StoredMessage]]]:
+    def _load(self, view: _ShardView, item_starts: set[int]) -> dict[int, _Loaded]:
         """The batch items starting at `item_starts`: {first seq: (timestamp, messages)}."""
         if not item_starts:
             return {}
         starts = sorted(item_starts)
+        bucket = self.backend.bucket_for(view.shard)
         found: dict[tuple[str, str, str], dict[str, Any]] = {}
         for lo in range(0, len(starts), 100):  # BatchGetItem takes at most 100 keys
             found |= batch_get_across(
                 {view.table: [(view.pk, keys.msg_sk(s)) for s in starts[lo : lo + 100]]}, consistent=False
             )
         return {
-            keys.seq_of(item[keys.SK]): (item[keys.ITEM_TS], list(decode_batch(item[keys.ITEM_DATA])))
+            keys.seq_of(item[keys.SK]): (item[keys.ITEM_TS], payloads.messages(bucket, item))
             for item in found.values()
             if not item.get(keys.ITEM_GAP)
         }
 
     def _message(
-        self, view: _ShardView, seq: int, entry: Pending, messages: dict[int, tuple[int, list[StoredMessage]]]
+        self, view: _ShardView, seq: int, entry: Pending, messages: dict[int, _Loaded]
     ) -> tuple[int, StoredMessage] | None:
         loaded = messages.get(entry.item)
         if loaded is None:
             return None
         timestamp, stored = loaded
-        msg = stored[seq - entry.item]
-        if msg.overflow_key:
-            body = self.backend.bucket_for(view.shard).get(msg.overflow_key) or b""
-            msg = StoredMessage(**{**msg.__dict__, "body": body, "overflow_key": None})
-        return timestamp, msg
+        return timestamp, stored[seq - entry.item]
 
     def _delivery(
         self,
@@ -661,7 +661,7 @@ class Consumer:
         group: str,
         seq: int,
         entry: Pending,
-        messages: dict[int, tuple[int, list[StoredMessage]]],
+        messages: dict[int, _Loaded],
     ) -> Delivery:
         found = self._message(view, seq, entry, messages)
         timestamp, msg = found if found else (0, StoredMessage(body=b"null"))
@@ -684,7 +684,7 @@ class Consumer:
         queue: Queue,
         view: _ShardView,
         seqs: list[int],
-        messages: dict[int, tuple[int, list[StoredMessage]]],
+        messages: dict[int, _Loaded],
     ) -> None:
         """Publish exhausted messages to the DLQ, then drop them from pending (the caller commits).
 

@@ -84,6 +84,8 @@ ITEM_COUNT = "n"  # messages in the item
 ITEM_TS = "ts"  # timestamp (ms) shared by its messages
 ITEM_DATA = "d"  # the encoded batch (sluice.codec)
 ITEM_GAP = "gap"  # a tombstone for sequences allocated and never written (sluice.engine.gaps)
+ITEM_PAYLOAD = "p"  # payload tier: the S3 key of the object holding the bodies (`d` is then the index)
+ITEM_PAYLOAD_BASE = "pb"  # payload tier: where this item's first body starts in that object (absent: 0)
 
 # Group state item (`G#<group>`) attributes
 STATE_BLOB = "s"  # GroupState.encode()
@@ -133,6 +135,7 @@ class BatchItem:
     ts: int
     gap: bool
     data: bytes | None
+    payload_key: str | None = None  # the bodies are in this S3 object (the payload tier)
 
     @classmethod
     def of(cls, item: dict[str, Any]) -> BatchItem:
@@ -142,6 +145,7 @@ class BatchItem:
             ts=int(item[ITEM_TS]),
             gap=bool(item.get(ITEM_GAP)),
             data=item.get(ITEM_DATA),
+            payload_key=item.get(ITEM_PAYLOAD),
         )
 
     @property

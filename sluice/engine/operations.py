@@ -13,8 +13,7 @@ import time
 from typing import Any
 
 from sluice import errors, faults
-from sluice.codec import decode_batch
-from sluice.engine import keys
+from sluice.engine import keys, payloads
 from sluice.engine.backend import Backend
 from sluice.engine.consume import Consumer
 from sluice.engine.groupstate import GroupState
@@ -196,7 +195,7 @@ class Operations:
             batch = keys.BatchItem.of(item)
             if batch.gap or batch.data is None:
                 continue
-            bodies = [len(m.body) for m in decode_batch(batch.data)]
+            bodies = [m.body_size for m in payloads.messages(self.backend.bucket_for(shard), item).headers()]
             return batch.ts, (sum(bodies) / len(bodies) if bodies else 0.0)
         return 0, 0.0
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sluice.adapters.dynamo import batch_get_across
-from sluice.codec import decode_batch
-from sluice.engine import keys
+from sluice.engine import keys, payloads
 from sluice.engine.consume import Consumer
 from sluice.engine.groupstate import GroupState
 from sluice.engine.operations import Operations
@@ -72,7 +71,7 @@ class Peeker:
             if item.get(keys.ITEM_GAP) or expired(item, now):
                 continue
             first = keys.seq_of(item[keys.SK])
-            for offset, msg in enumerate(decode_batch(item[keys.ITEM_DATA])):
+            for offset, msg in enumerate(payloads.messages(bucket, item)):
                 seq = first + offset
                 entry = state.pending.get(seq)
                 if len(out) >= want or seq >= head_next:
@@ -80,13 +79,12 @@ class Peeker:
                 if (entry is None and seq < state.read) or (entry is not None and seq not in pending):
                     continue  # acked, or pending beyond this batch
                 attempts = entry.attempts if entry else 0
-                body = bucket.get(msg.overflow_key) or b"" if msg.overflow_key else msg.body
                 lease = Lease(shard=shard_id, seq=seq, attempt=attempts, group=group)
                 out.append(
                     Peeked(
                         id=message_id(queue, shard_id, seq),
                         ref=self.consumer.signer.sign(queue.lease_key, lease),
-                        body=body,
+                        body=msg.body,
                         content_type=msg.content_type,
                         timestamp_ms=item[keys.ITEM_TS],
                         attempts=attempts,

@@ -18,7 +18,7 @@ from typing import Any
 from sluice import errors, faults, offsets
 from sluice.adapters.dynamo import ConditionFailed
 from sluice.codec import StoredMessage, encode_batch, encoded_size
-from sluice.engine import keys, regions
+from sluice.engine import keys, payloads, regions, tierpolicy
 from sluice.engine.backend import Backend
 from sluice.engine.counters import ShardCounters
 from sluice.engine.queues import QueueDirectory
@@ -311,6 +311,15 @@ class Publisher:
         expires = None
         if not queue.settings.bottomless:
             expires = (alloc.timestamp_ms // 1000) + queue.settings.retention_seconds
+        settings = queue.settings
+        hot_seconds = min(settings.retention_seconds, tierpolicy.MAX_HOT_DAYS * tierpolicy.DAY_SECONDS)
+        tier = None
+        if payloads.plan(settings.payload_tier, stored, hot_seconds, settings.bottomless) == "s3":
+            days = tierpolicy.object_days(hot_seconds, settings.bottomless)
+            tier = payloads.TierObject.of(pk, alloc.first_seq, stored, days)
+            self.backend.bucket_for(shard).put(tier.key, tier.data, tags=tier.tags)
+            faults.crash_point(faults.TIER_AFTER_PUT)
+            stored = tier.index
         for first, chunk in _pack(alloc.first_seq, stored):
             item: dict[str, Any] = {
                 keys.PK: pk,
@@ -319,6 +328,8 @@ class Publisher:
                 keys.ITEM_TS: alloc.timestamp_ms,
                 keys.ITEM_DATA: encode_batch(chunk),
             }
+            if tier is not None:
+                item |= tier.item_attributes(first - alloc.first_seq)
             if expires is not None:
                 item[keys.TTL] = expires
             try:
@@ -327,6 +338,7 @@ class Publisher:
                 raise errors.WriteRaced(
                     "the send stalled so long that its slot was sealed as a gap; nothing was stored, retry"
                 ) from exc
+        faults.crash_point(faults.PUBLISH_AFTER_WRITE)
 
 
 def _pack(first_seq: int, stored: Sequence[StoredMessage]) -> list[tuple[int, list[StoredMessage]]]:

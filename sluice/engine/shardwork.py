@@ -31,7 +31,7 @@ from typing import Any
 
 from sluice import errors, faults
 from sluice.adapters.dynamo import ConditionFailed, batch_delete
-from sluice.engine import keys
+from sluice.engine import keys, payloads
 from sluice.engine.backend import Backend
 from sluice.engine.queues import QueueRegistry
 from sluice.engine.streams import expired, scan_hot
@@ -69,6 +69,7 @@ class WorkReport:
     compacted_bytes: int = 0
     swept_items: int = 0
     expired_segments: int = 0
+    orphans_deleted: int = 0  # payload-tier objects no batch item names
     errors: list[str] = field(default_factory=list)
 
     def merge(self, other: WorkReport) -> None:
@@ -176,12 +177,25 @@ class ShardWorker:
             )
         except ConditionFailed:
             return 0
+        orphans = self._delete_orphans(pk, shard, flushed, end, [r.seq for r in scan.records])
         if report is not None:
+            report.orphans_deleted += orphans
             report.flushed_records += len(scan.records)
             report.flushed_bytes += ref.bytes if ref else 0
             report.segments_written += 1 if ref else 0
         self._set_ttl(queue, shard, {**head, keys.HEAD_FLUSHED: end})
         return end - flushed
+
+    def _delete_orphans(self, pk: str, shard: Shard, lo: int, hi: int, seqs: list[int]) -> int:
+        """Payload-tier objects keyed where this flush found no record: a send that crashed between
+        its object and its items (the range is a sealed gap now), or items past their expiry."""
+        holes, expect = [], lo
+        for seq in [*seqs, hi]:
+            if seq > expect:
+                holes.append((expect, seq))
+            expect = seq + 1
+        bucket = self.backend.bucket_for(shard)
+        return sum(payloads.orphans_in(bucket, pk, a, b) for a, b in holes)
 
     def _set_ttl(self, queue: Queue, shard: Shard, head: dict[str, Any]) -> None:
         """Bottomless queues: give the items below `flushed` their `exp`, now that S3 holds them."""
@@ -279,6 +293,7 @@ class ShardWorker:
         flushed = head.get(keys.HEAD_FLUSHED, 0)
         now = self.backend.clock()
         doomed: list[tuple[str, str]] = []
+        objects: set[str] = set()
         for item in table.query(pk, sk_from=keys.msg_sk(0), sk_to=keys.MSG_SK_END):
             first = keys.seq_of(item[keys.SK])
             if expired(item, now):
@@ -288,9 +303,14 @@ class ShardWorker:
                     or item.get(keys.ITEM_GAP)
                 ):
                     doomed.append((pk, item[keys.SK]))
+                    if keys.ITEM_PAYLOAD in item:
+                        objects.add(item[keys.ITEM_PAYLOAD])
             elif not item.get(keys.ITEM_GAP):
                 break  # message items expire in sequence order (exp = ts + a fixed time): done
         batch_delete(table, doomed)
+        # The payload tier's objects expire by S3 lifecycle rules deployed (a day after their items);
+        # moto runs no lifecycle rules, so the local sweep removes them with their items.
+        self.backend.bucket_for(shard).delete_many(sorted(objects))
         return len(doomed)
 
 

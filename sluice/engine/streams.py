@@ -29,8 +29,7 @@ from typing import Any
 
 from sluice import errors, offsets
 from sluice.adapters.dynamo import Table
-from sluice.codec import decode_batch
-from sluice.engine import gaps, keys
+from sluice.engine import gaps, keys, payloads
 from sluice.engine.backend import Backend
 from sluice.engine.budget import ByteBudget
 from sluice.engine.publish import message_id
@@ -110,7 +109,7 @@ def scan_hot(
                 return HotScan(records, seq, False, retry_cold=True)
             seq = first + count  # past retention: gone
             continue
-        stored = list(decode_batch(item[keys.ITEM_DATA]))
+        stored = payloads.messages(backend.bucket_for(shard), item)
         for s in range(seq, first + count):
             if len(records) >= limit:
                 return HotScan(records, s, False)
@@ -118,9 +117,6 @@ def scan_hot(
             if start_ms is not None and item[keys.ITEM_TS] < start_ms:
                 continue
             msg = stored[s - first]
-            body = msg.body
-            if msg.overflow_key:
-                body = backend.bucket_for(shard).get(msg.overflow_key) or b""
             records.append(
                 Record(
                     shard=shard.id,
@@ -128,7 +124,7 @@ def scan_hot(
                     id=message_id(queue, shard.id, s),
                     timestamp_ms=item[keys.ITEM_TS],
                     content_type=msg.content_type,
-                    body=body,
+                    body=msg.body,
                     partition_key=msg.partition_key,
                     attributes=msg.attributes,
                 )

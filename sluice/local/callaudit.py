@@ -168,7 +168,10 @@ def _s3(op: str, params: dict[str, Any], region: str) -> list[tuple[str, str]] |
     if not bucket:
         return None
     if op in _S3_OBJECT_ACTIONS:
-        return [(_S3_OBJECT_ACTIONS[op], f"arn:{PARTITION}:s3:::{bucket}/{params['Key']}")]
+        arn = f"arn:{PARTITION}:s3:::{bucket}/{params['Key']}"
+        if op == "PutObject" and params.get("Tagging"):  # tags on upload need their own action
+            return [("s3:PutObject", arn), ("s3:PutObjectTagging", arn)]
+        return [(_S3_OBJECT_ACTIONS[op], arn)]
     if op == "DeleteObjects":
         keys = [o["Key"] for o in params.get("Delete", {}).get("Objects", [])]
         return [("s3:DeleteObject", f"arn:{PARTITION}:s3:::{bucket}/{key}") for key in keys]
