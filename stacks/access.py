@@ -1,15 +1,16 @@
 """Least-privilege grants, one function at a time. Each grant names only Sluice's own resources.
 
-| function    | DynamoDB            | SSM (shard map)  | S3 segment bucket          | Lambda invoke        |
-|-------------|---------------------|------------------|----------------------------|----------------------|
-| broker      | control + shards RW | get, put, delete | put/get `overflow/*`, put+tag `payload/*` | -     |
-| consumer    | control + shards RW | get, put         | read + list, put overflow/, put+tag payload/ | push targets |
-| shard       | control + shards RW | -                | read/write/delete + list   | -                    |
-| coordinator | control + shards RW | get, put         | -                          | consumer:live, shard |
+| function    | DynamoDB            | SSM (shard map)  | S3 segment bucket            | Lambda invoke        |
+|-------------|---------------------|------------------|------------------------------|----------------------|
+| broker      | control + shards RW | get, put, delete | put/get overflow/, put payload/ | -                 |
+| consumer    | control + shards RW | get, put         | read + list, put overflow/ payload/ | push targets |
+| shard       | control + shards RW | -                | read/write/delete + list     | -                    |
+| coordinator | control + shards RW | get, put         | -                            | consumer:live, shard |
 
-The broker writes `payload/*` objects (the payload tier, tagged for their lifecycle rule) and so does the
-consumer when it moves messages to a dead letter queue or redrives them. The consumer writes `overflow/*`
-when it moves a message over the DynamoDB item limit to a dead letter queue (and the shard map of a dead letter queue it creates again because it was deleted since it was
+Broker and consumer write `payload/*` objects (the payload tier: the broker's sends, the consumer's dead
+letters and redrives), with the tag their lifecycle rule expires them by (s3:PutObjectTagging). The
+consumer writes `overflow/*` when it moves a message over the DynamoDB item limit to a dead letter
+queue (and the shard map of a dead letter queue it creates again because it was deleted since it was
 configured), and invokes the functions of push consumers of type `lambda`: only those context
 `push_lambda_targets` names (default `sluice-<stage>-push-*`). The grants are checked against the calls
 the handlers really make by the IAM call audit of the test suite (`sluice/local/iamcheck.py`).
@@ -160,6 +161,7 @@ def grant_function_access(
             resources=[b.arn_for_objects(f"{c.OVERFLOW_PREFIX}*") for b in every_bucket],
         )
     )
+
     def payload_writes() -> iam.PolicyStatement:
         return iam.PolicyStatement(
             actions=["s3:PutObject", "s3:PutObjectTagging"],

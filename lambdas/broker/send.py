@@ -15,7 +15,7 @@ from lambdas.common.runtime import service
 from lambdas.common.schemas import SendBatch, SendMessage
 from sluice import errors
 from sluice.codec import body_from_request
-from sluice.models import MAX_VERSION, OutgoingMessage
+from sluice.models import MAX_SEND_BYTES, MAX_VERSION, OutgoingMessage
 
 router = APIGatewayHttpRouter()
 
@@ -49,7 +49,10 @@ def send(
 ) -> Response[Envelope[Sent]]:
     def publish() -> dict:
         result = service().publisher.publish(
-            queue_name, to_outgoing(body.messages, body.delay_seconds), version=version
+            queue_name,
+            to_outgoing(body.messages, body.delay_seconds),
+            version=version,
+            max_bytes=MAX_SEND_BYTES,
         )
         return {"message_ids": result.message_ids, "offsets": result.offsets}
 

@@ -75,10 +75,12 @@ class Publisher:
         messages: Sequence[OutgoingMessage],
         *,
         version: int | None = None,
+        max_bytes: int = MAX_REQUEST_BYTES,
     ) -> PublishResult:
-        """Store `messages` durably, in order, and return their ids and offsets."""
+        """Store `messages` durably, in order, and return their ids and offsets. `max_bytes`: what the
+        calling face lets one request carry (the native send, MAX_SEND_BYTES)."""
         queue = self.directory.get(queue_name)
-        self.check_batch(queue, messages)
+        self.check_batch(queue, messages, max_bytes)
         result = PublishResult(message_ids=[], offsets=[], shard=-1)
         for group in self._split_by_shard(queue, messages):
             part = self._publish_to_one_shard(queue, group, version)
@@ -112,7 +114,9 @@ class Publisher:
         return self._publish_to_one_shard(queue, messages, version, guard, keyed=True)
 
     @staticmethod
-    def check_batch(queue: Queue, messages: Sequence[OutgoingMessage]) -> None:
+    def check_batch(
+        queue: Queue, messages: Sequence[OutgoingMessage], max_bytes: int = MAX_REQUEST_BYTES
+    ) -> None:
         if not messages:
             raise errors.InvalidRequest("send at least one message")
         if len(messages) > MAX_BATCH_MESSAGES:
@@ -129,9 +133,9 @@ class Publisher:
                     f"message {index} is {size} bytes (body, partition key and attributes); "
                     f"queue {queue.name!r} accepts at most {limit}"
                 )
-        if total > MAX_REQUEST_BYTES:
+        if total > max_bytes:
             raise errors.RequestTooLarge(
-                f"the messages add up to {total} bytes; one request carries at most {MAX_REQUEST_BYTES}"
+                f"the messages add up to {total} bytes; one request carries at most {max_bytes}"
             )
 
     def _split_by_shard(
