@@ -92,11 +92,21 @@ def test_ssm_actions_per_function(grants: dict[str, Any]) -> None:
 
 def test_s3_access_per_function(grants: dict[str, Any]) -> None:
     s3 = {name: granted(st, "s3:") for name, st in grants.items()}
-    assert set(s3[c.FN_BROKER]) == {"s3:PutObject", "s3:GetObject"}
-    assert all(literal(r).endswith("/overflow/*") for rs in s3[c.FN_BROKER].values() for r in rs)
-    assert set(s3[c.FN_CONSUMER]) == {"s3:GetObject", "s3:ListBucket", "s3:PutObject"}
-    # Moving a message whose body lives in overflow/ to a dead letter queue writes a new overflow body.
-    assert [literal(r) for r in s3[c.FN_CONSUMER]["s3:PutObject"]] == ["<ref>/overflow/*"]
+    assert set(s3[c.FN_BROKER]) == {"s3:PutObject", "s3:GetObject", "s3:PutObjectTagging"}
+    assert sorted(literal(r) for r in s3[c.FN_BROKER]["s3:PutObject"]) == [
+        "<ref>/overflow/*",
+        "<ref>/payload/*",
+    ]
+    assert [literal(r) for r in s3[c.FN_BROKER]["s3:GetObject"]] == ["<ref>/overflow/*"]
+    assert set(s3[c.FN_CONSUMER]) == {"s3:GetObject", "s3:ListBucket", "s3:PutObject", "s3:PutObjectTagging"}
+    # Moving a message to a dead letter queue (or redriving it) writes a new overflow body or payload
+    # object; a payload object's tag picks its lifecycle rule.
+    assert sorted(literal(r) for r in s3[c.FN_CONSUMER]["s3:PutObject"]) == [
+        "<ref>/overflow/*",
+        "<ref>/payload/*",
+    ]
+    for name in (c.FN_BROKER, c.FN_CONSUMER):
+        assert [literal(r) for r in s3[name]["s3:PutObjectTagging"]] == ["<ref>/payload/*"]
     assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"} <= set(s3[c.FN_SHARD])
     assert not s3[c.FN_COORDINATOR]
 

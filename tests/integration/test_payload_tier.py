@@ -155,3 +155,12 @@ def test_a_send_whose_headers_need_two_items_shares_one_object(engine, queue_nam
     stored = items(engine, queue_name)
     assert len(stored) > 1 and {i[keys.ITEM_PAYLOAD] for i in stored} == {objects(engine, queue_name)[0]}
     assert [d.body for d in drain(engine, queue_name)] == [m.body for m in sent]
+
+
+def test_a_native_send_carries_50_messages_of_64_kb(api, queue_name):
+    assert api("POST", "/v1/queues", {"queue_name": queue_name})[0] == 201
+    messages = [{"body": m.body.decode(), "content_type": "text"} for m in big(50)]
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages", {"messages": messages})
+    assert status == 200 and len(body["result"]["message_ids"]) == 50
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages", {"messages": messages + messages[:15]})
+    assert status == 413 and body["errors"][0]["code"] == 10108  # 65 x 64 KB: over 4 MiB
