@@ -3,11 +3,13 @@
 Measures (bench/measure.py, bench/coldstart.py), prices (bench/prices.py), then writes docs/performance.md
 and its plot (bench/report.py) and prints the document; the twin's sections (between their
 `<!-- ...:start -->` and `<!-- ...:end -->` markers, written by `python -m bench.twin`) are kept.
-Figures, not asserts. `--no-e2e` skips the local HTTP run.
+Figures, not asserts. `--no-e2e` skips the local HTTP run; `--report-only` writes the document again
+from the figures the last run saved in bench/out/ (after a change to the report or the prices).
 """
 
 from __future__ import annotations
 
+import pickle
 import re
 import sys
 from pathlib import Path
@@ -19,13 +21,19 @@ from bench.report import costs, plot, render
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "performance.md"
 PLOT = ROOT / "docs" / "img" / "cost.png"
+SAVED = ROOT / "bench" / "out" / "measured.pickle"  # our own figures, read back by --report-only
 
 
 def main() -> None:
-    measured = measure_in_process(SCENARIOS + inline_twins())
+    if "--report-only" in sys.argv:
+        measured, imports, e2e = pickle.loads(SAVED.read_bytes())
+    else:
+        measured = measure_in_process(SCENARIOS + inline_twins())
+        imports = coldstart.measure()
+        e2e = None if "--no-e2e" in sys.argv else measure_e2e()
+        SAVED.parent.mkdir(parents=True, exist_ok=True)
+        SAVED.write_bytes(pickle.dumps((measured, imports, e2e)))
     priced = costs(measured)
-    imports = coldstart.measure()
-    e2e = None if "--no-e2e" in sys.argv else measure_e2e()
     text = render(measured, priced, imports, e2e)
     plot(priced, PLOT)
     DOC.write_text(text + "\n" + twin_sections())
