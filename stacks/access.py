@@ -5,7 +5,7 @@
 | broker      | control + shards RW | get, put, delete | put/get overflow/, put payload/ | -                 |
 | consumer    | control + shards RW | get, put         | read + list, put overflow/ payload/ | push targets |
 | shard       | control + shards RW | -                | read/write/delete + list     | -                    |
-| coordinator | control + shards RW | get, put         | -                            | consumer:live, shard |
+| coordinator | control + shards RW | get, put, delete | -                            | consumer:live, shard |
 
 Broker and consumer write `payload/*` objects (the payload tier: the broker's sends, the consumer's dead
 letters and redrives), with the tag their lifecycle rule expires them by (s3:PutObjectTagging). The
@@ -31,6 +31,9 @@ again, and reads its own region's.
 | consumer    | RW / read                    | every region         | read+write, every region |
 | shard       | RW / read                    | own region           | -                        |
 | coordinator | RW / read                    | own region           | read+write, every region |
+
+The coordinator deletes SSM parameters in its own region only: it prunes the mirror of a queue deleted
+while the region could not be reached (it lists the shard-map path and deletes what no queue owns).
 
 Metrics go out as CloudWatch EMF log lines (Powertools), so no function needs cloudwatch:PutMetricData.
 The shard function has no trigger: the coordinator invokes it, and the consumer's SnapStart alias (its
@@ -205,6 +208,8 @@ def grant_function_access(
 
     coordinator = functions[c.FN_COORDINATOR]
     ssm(coordinator, SSM_READ + SSM_WRITE, every_region)
+    # It prunes its own region's mirrors of deleted queues (`QueueRegistry.prune_mirrors`), no others.
+    ssm(coordinator, SSM_DELETE, [deployment.region] if deployment else [None])
     coordinator.add_to_role_policy(
         iam.PolicyStatement(
             actions=["lambda:InvokeFunction"],

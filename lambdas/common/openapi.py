@@ -10,8 +10,8 @@ import json
 from typing import Any
 
 from lambdas.common.errors import STATUS
-from lambdas.common.openstreams import RULE as OPEN_STREAM_RULE
-from lambdas.common.streams import STREAM_RULE
+from lambdas.faces.openstreams.common import RULE as OPEN_STREAM_RULE
+from lambdas.faces.streams.common import STREAM_RULE
 from sluice.constants import ROUTES
 
 TITLE = "Sluice"

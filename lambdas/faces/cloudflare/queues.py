@@ -15,11 +15,12 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import Field
 
-from lambdas.common.cloudflare import CF_Q, CF_QUEUES, iso, metrics_of, queue_name, queue_shape, seconds
 from lambdas.common.http import ok
-from lambdas.common.responses import CfMetrics, CfPurgeStatus, CfQueueView, Envelope
+from lambdas.common.responses import Envelope
 from lambdas.common.runtime import service
-from lambdas.common.schemas import Lenient
+from lambdas.faces.cloudflare.common import CF_Q, CF_QUEUES, iso, metrics_of, queue_name, queue_shape
+from lambdas.faces.cloudflare.responses import CfMetrics, CfPurgeStatus, CfQueueView
+from lambdas.faces.cloudflare.schemas import Lenient, seconds
 from sluice import errors
 from sluice.engine.queues import parse_settings
 from sluice.models import MAX_DELAY_SECONDS, Queue, QueueSettings

@@ -1,28 +1,24 @@
-"""Stream reads: native `GET /v1/queues/{q}/records` and `/shards`, and Durable Streams' `GET`."""
+"""Stream reads on the native face: `GET /v1/queues/{q}/records` and `/shards`."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from lambdas.common.http import RESPONSE_BUDGET_BYTES, encoded_size, encoded_text_size, ok
-from lambdas.common.responses import Envelope, Records, Shards, StreamRecords, body_of
+from lambdas.common.http import RESPONSE_BUDGET_BYTES, encoded_size, ok
+from lambdas.common.responses import Envelope
 from lambdas.common.runtime import service
-from lambdas.common.streams import STREAM_RULE, json_response, plain_errors, query, stream_name
+from lambdas.faces.native.responses import Records, Shards
 from sluice import errors
 from sluice.codec import body_to_native
-from sluice.engine.durable import records_body
 from sluice.engine.streams import MAX_LIMIT, MAX_TIMEOUT_MS, parse_position
 from sluice.models import MAX_SHARD_ID, MAX_TIMESTAMP_MS
 from sluice.segments import Record
 
 router = APIGatewayHttpRouter()
-_LIMIT_RE = re.compile(r"\A[0-9]{1,9}\Z")
-_TIMEOUT_RE = re.compile(r"\A[0-9]{1,9}(\.[0-9]{1,9})?\Z")
 
 
 def native_record(r: Record, region: str | None = None) -> dict[str, Any]:
@@ -68,32 +64,3 @@ def records(
 @router.get("/v1/queues/<queue_name>/shards")
 def shards(queue_name: str) -> Response[Envelope[Shards]]:
     return ok({"shards": service().reader.shard_ranges(queue_name)})
-
-
-@router.get(STREAM_RULE, responses=body_of(StreamRecords))
-def read_stream() -> Response[Any]:
-    with plain_errors():
-        name = stream_name(router)
-        params = query(router)
-        raw_limit = params.get("limit", "10")
-        if not _LIMIT_RE.match(raw_limit) or int(raw_limit) < 1:
-            raise errors.InvalidRequest("Invalid limit parameter")
-        raw_timeout = params.get("timeout_sec", "0")
-        if not _TIMEOUT_RE.match(raw_timeout):
-            raise errors.InvalidRequest("Invalid timeout_sec parameter")
-        offset = params.get("offset")
-        if offset is not None:
-            try:
-                parse_position(offset)
-            except errors.InvalidOffset:
-                raise errors.InvalidOffset("Invalid offset parameter") from None
-        timeout_ms = int(min(float(raw_timeout), MAX_TIMEOUT_MS / 1000) * 1000)
-        found = service().streams.read(
-            name,
-            offset,
-            min(int(raw_limit), MAX_LIMIT),
-            timeout_ms,
-            size_of=lambda r: encoded_text_size(records_body([r])),
-            max_bytes=RESPONSE_BUDGET_BYTES,
-        )
-        return json_response(records_body(found))

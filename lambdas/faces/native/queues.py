@@ -9,9 +9,10 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from lambdas.common.http import ok
-from lambdas.common.responses import Envelope, QueueList, QueueView, TokenCreated, TokenView
+from lambdas.common.responses import Envelope
 from lambdas.common.runtime import service
-from lambdas.common.schemas import CreateQueue, CreateToken, UpdateQueue
+from lambdas.faces.native.responses import QueueList, QueueView, TokenCreated, TokenView
+from lambdas.faces.native.schemas import CreateQueue, CreateToken, UpdateQueue
 
 router = APIGatewayHttpRouter()
 

@@ -15,8 +15,6 @@ from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.models import Queue
 
-PULL_CONSUMER_SK = "PULLCONSUMER"
-
 
 class PullConsumer(BaseModel):
     consumer_id: str
@@ -38,7 +36,7 @@ class PullConsumers:
             self.table.put(
                 {
                     keys.PK: keys.queue_pk(queue.name),
-                    keys.SK: PULL_CONSUMER_SK,
+                    keys.SK: keys.PULL_CONSUMER_SK,
                     keys.INCARNATION: queue.incarnation,
                     keys.DOC: consumer.model_dump_json(),
                 },
@@ -54,7 +52,7 @@ class PullConsumers:
         return consumer
 
     def get(self, queue: Queue) -> PullConsumer | None:
-        item = self.table.get(keys.queue_pk(queue.name), PULL_CONSUMER_SK)
+        item = self.table.get(keys.queue_pk(queue.name), keys.PULL_CONSUMER_SK)
         if not item or item.get(keys.INCARNATION) != queue.incarnation:
             return None
         return PullConsumer.model_validate_json(item[keys.DOC])
@@ -63,7 +61,7 @@ class PullConsumers:
         try:
             self.table.delete(
                 keys.queue_pk(queue.name),
-                PULL_CONSUMER_SK,
+                keys.PULL_CONSUMER_SK,
                 condition=f"{keys.INCARNATION} = :inc",
                 values={":inc": queue.incarnation},
             )

@@ -20,13 +20,14 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import Field
 
-from lambdas.common.cloudflare import CF_Q, cf_consumers, pull_shape, push_shape, queue_name, seconds
 from lambdas.common.http import ok
-from lambdas.common.responses import CfConsumerView, Envelope
+from lambdas.common.responses import Envelope
 from lambdas.common.runtime import service
-from lambdas.common.schemas import Lenient
+from lambdas.faces.cloudflare.common import CF_Q, cf_consumers, pull_shape, push_shape, queue_name
+from lambdas.faces.cloudflare.pullconsumers import PullConsumer, PullConsumers
+from lambdas.faces.cloudflare.responses import CfConsumerView
+from lambdas.faces.cloudflare.schemas import Lenient, seconds
 from sluice import errors
-from sluice.engine.pullconsumer import PullConsumer, PullConsumers
 from sluice.engine.push import ConsumerStore, PushConsumer, parse_consumer
 from sluice.engine.queues import parse_settings
 from sluice.models import MAX_DELAY_SECONDS, MAX_PULL_BATCH, Queue

@@ -23,7 +23,8 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from lambdas.common.openstreams import (
+from lambdas.common.runtime import service
+from lambdas.faces.openstreams.common import (
     CATCH_UP_CACHE,
     NO_STORE,
     RULE,
@@ -33,18 +34,9 @@ from lambdas.common.openstreams import (
     respond,
     stream_path,
 )
-from lambdas.common.runtime import service
+from lambdas.faces.openstreams.headers import NOW, etag, next_cursor, parse_offset
 from sluice import errors
-from sluice.engine.openstreams import (
-    NOW,
-    ReadResult,
-    StreamInfo,
-    encode_offset,
-    is_json,
-    is_text,
-    next_cursor,
-    parse_offset,
-)
+from sluice.engine.openstreams import ReadResult, StreamInfo, encode_offset, is_json, is_text
 
 router = APIGatewayHttpRouter()
 LONG_POLL_MS = 10_000  # well inside the 30 s integration timeout
@@ -76,7 +68,7 @@ def head() -> Response[Any]:
 
 
 def _read_headers(result: ReadResult) -> dict[str, str]:
-    headers = {"Stream-Next-Offset": encode_offset(result.next), "ETag": result.etag()}
+    headers = {"Stream-Next-Offset": encode_offset(result.next), "ETag": etag(result)}
     if result.up_to_date:
         headers["Stream-Up-To-Date"] = "true"
     if result.at_end:
@@ -110,7 +102,7 @@ def read() -> Response[Any]:
     headers["Cache-Control"] = NO_STORE if offset == NOW else CATCH_UP_CACHE
     if offset == NOW:
         headers.pop("ETag")
-    elif _matches(header(router, "If-None-Match"), result.etag()):
+    elif _matches(header(router, "If-None-Match"), etag(result)):
         return respond(304, headers)
     return respond(200, headers, result.body(), info.meta.content_type)
 

@@ -9,9 +9,10 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from lambdas.common.http import RESPONSE_BUDGET_BYTES, encoded_size, ok
-from lambdas.common.responses import Acked, Envelope, Extended, Pulled
+from lambdas.common.responses import Envelope
 from lambdas.common.runtime import service
-from lambdas.common.schemas import Ack, ExtendLeases, Pull
+from lambdas.faces.native.responses import Acked, Extended, Pulled
+from lambdas.faces.native.schemas import Ack, ExtendLeases, Pull
 from sluice.codec import delivery_to_native
 from sluice.engine.consume import RetryRequest
 from sluice.models import AckResult, Delivery

@@ -8,11 +8,12 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from lambdas.broker import idempotency
+from lambdas.common import idempotency
 from lambdas.common.http import ok
-from lambdas.common.responses import Envelope, Sent
+from lambdas.common.responses import Envelope
 from lambdas.common.runtime import service
-from lambdas.common.schemas import SendBatch, SendMessage
+from lambdas.faces.native.responses import Sent
+from lambdas.faces.native.schemas import SendBatch, SendMessage
 from sluice import errors
 from sluice.codec import body_from_request
 from sluice.models import MAX_SEND_BYTES, MAX_VERSION, OutgoingMessage

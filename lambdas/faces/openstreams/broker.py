@@ -9,7 +9,8 @@ from urllib.parse import unquote
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from lambdas.common.openstreams import (
+from lambdas.common.runtime import service
+from lambdas.faces.openstreams.common import (
     EXPOSED,
     RULE,
     body_bytes,
@@ -19,11 +20,10 @@ from lambdas.common.openstreams import (
     respond,
     stream_path,
 )
-from lambdas.common.runtime import service
+from lambdas.faces.openstreams.headers import parse_expires_at, parse_fork, parse_producer, parse_ttl
 from sluice import errors
 from sluice.constants import OPEN_STREAM_ROUTE_PREFIX
-from sluice.engine.openforks import parse_fork
-from sluice.engine.openstreams import StreamInfo, parse_producer, parse_ttl
+from sluice.engine.openstreams import StreamInfo
 
 router = APIGatewayHttpRouter()
 
@@ -76,6 +76,7 @@ def create() -> Response[Any]:
         header(router, "Content-Type"),
         parse_ttl(header(router, "Stream-TTL")),
         header(router, "Stream-Expires-At"),
+        parse_expires_at(header(router, "Stream-Expires-At")),
         closed_flag(router),
         body_bytes(router),
         parse_fork(

@@ -10,13 +10,15 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from lambdas.broker import idempotency
-from lambdas.broker.send import to_outgoing
-from lambdas.common.cloudflare import CF_Q, CfBatch, CfMessage, metrics_of, queue_name
+from lambdas.common import idempotency
 from lambdas.common.http import ok
-from lambdas.common.responses import CfSent, Envelope
+from lambdas.common.responses import Envelope
 from lambdas.common.runtime import service
-from lambdas.common.schemas import SendMessage
+from lambdas.faces.cloudflare.common import CF_Q, metrics_of, queue_name
+from lambdas.faces.cloudflare.responses import CfSent
+from lambdas.faces.cloudflare.schemas import CfBatch, CfMessage
+from lambdas.faces.native.schemas import SendMessage
+from lambdas.faces.native.send import to_outgoing
 
 router = APIGatewayHttpRouter()
 

@@ -8,9 +8,9 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from lambdas.common.responses import StreamAppended, StreamDeleted, body_of
+from lambdas.common.responses import body_of
 from lambdas.common.runtime import service
-from lambdas.common.streams import (
+from lambdas.faces.streams.common import (
     STREAM_RULE,
     json_response,
     plain_errors,
@@ -18,6 +18,7 @@ from lambdas.common.streams import (
     register_method_not_allowed,
     stream_name,
 )
+from lambdas.faces.streams.responses import StreamAppended, StreamDeleted
 from sluice import errors
 from sluice.engine.durable import MAX_BODY_BYTES, canonical, parse_json
 from sluice.models import MAX_VERSION

@@ -2,7 +2,7 @@
 bodies and result shapes. Bodies follow Cloudflare's pull rule: `json` and `bytes` base64, `text` plain;
 each message's `metadata` carries `CF-Content-Type` and `CF-sourceMessageSource` like Cloudflare's.
 An empty request body means the defaults. `.../messages/peek` reads without leasing; `.../messages/purge`
-removes peeked messages by `ref` (see sluice/engine/peek.py for which ones it can)."""
+removes peeked messages by `ref` (see peek.py in this folder for which ones it can)."""
 
 from __future__ import annotations
 
@@ -12,25 +12,16 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from lambdas.common.cloudflare import (
-    CF_Q,
-    CfAck,
-    CfPeek,
-    CfPull,
-    CfPurgeRefs,
-    ack_warnings,
-    metrics_of,
-    queue_name,
-    sdk_major,
-    seconds,
-)
 from lambdas.common.http import RESPONSE_BUDGET_BYTES, encoded_size, ok
-from lambdas.common.responses import CfAcked, CfPeeked, CfPulled, CfPurgedRefs, Envelope
+from lambdas.common.responses import Envelope
 from lambdas.common.runtime import service
+from lambdas.faces.cloudflare.common import CF_Q, ack_warnings, metrics_of, queue_name, sdk_major
+from lambdas.faces.cloudflare.peek import Peeker
+from lambdas.faces.cloudflare.pullconsumers import PullConsumers
+from lambdas.faces.cloudflare.responses import CfAcked, CfPeeked, CfPulled, CfPurgedRefs
+from lambdas.faces.cloudflare.schemas import CfAck, CfPeek, CfPull, CfPurgeRefs, seconds
 from sluice.codec import body_to_cloudflare
 from sluice.engine.consume import RetryRequest
-from sluice.engine.peek import Peeker
-from sluice.engine.pullconsumer import PullConsumers
 from sluice.models import DEFAULT_GROUP, Delivery
 
 router = APIGatewayHttpRouter()

@@ -1,7 +1,7 @@
 """What the Durable Streams face's handlers share (broker: POST/DELETE; consumer: GET).
 
-Errors on this face are `{"error": "..."}` (plus details such as the fenced versions), rendered by
-the one error registry (`lambdas.common.errors.as_plain`). Routes use a regex rule because
+Errors on this face are `{"error": "..."}` (plus details such as the fenced versions): `as_plain` marks
+an error for `plain_response`, which the one error registry then calls. Routes use a regex rule because
 Powertools' `<name>` does not match `/`: the stream name is API Gateway's greedy `{name+}`
 path parameter, decoded, so `P` and `P/child` are separate streams.
 """
@@ -16,11 +16,30 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from lambdas.common.errors import as_plain
+from lambdas.common.errors import error_headers, rendered_by, status_of
 from sluice import errors
 
 STREAM_RULE = "/streams/.+"
 ALLOW = "GET, POST, DELETE"
+
+
+def plain_body(exc: errors.SluiceError) -> dict[str, Any]:
+    """This face's error body: `{"error": "...", **details}` (no envelope)."""
+    details = {k: v for k, v in exc.details.items() if k != "retry_after_seconds"}
+    return {"error": exc.message, **details}
+
+
+def plain_response(exc: errors.SluiceError) -> Response[Any]:
+    return Response(
+        status_code=status_of(exc),
+        content_type=content_types.APPLICATION_JSON,
+        body=plain_body(exc),
+        headers=error_headers(exc),
+    )
+
+
+def as_plain(exc: errors.SluiceError) -> errors.SluiceError:
+    return rendered_by(exc, plain_response)
 
 
 @contextmanager

@@ -11,9 +11,10 @@ from pydantic import ConfigDict, Field, ValidationError, ValidatorFunctionWrapHa
 from pydantic_core import PydanticCustomError
 
 from lambdas.common.http import ok, principal_of
-from lambdas.common.responses import Envelope, Group, Groups, Purged, QueueMetrics, QueueView, Redriven
+from lambdas.common.responses import Envelope
 from lambdas.common.runtime import service
 from lambdas.common.schemas import Strict
+from lambdas.faces.native.responses import Group, Groups, Purged, QueueMetrics, QueueView, Redriven
 from sluice.models import MAX_COUNT, MAX_TIMESTAMP_MS
 from sluice.names import GroupName, QueueName
 

@@ -9,9 +9,10 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from lambdas.common.http import ok
-from lambdas.common.responses import Consumers, ConsumerView, Envelope
+from lambdas.common.responses import Envelope
 from lambdas.common.runtime import service
-from lambdas.common.schemas import CreateConsumer
+from lambdas.faces.native.responses import Consumers, ConsumerView
+from lambdas.faces.native.schemas import CreateConsumer
 from sluice.engine.push import ConsumerStore, parse_consumer
 from sluice.settings import get_settings
 
