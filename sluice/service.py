@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cached_property
 
+from sluice.engine.accesskeys import AccessKeys
 from sluice.engine.auth import TokenStore
 from sluice.engine.backend import Backend, now_ms
 from sluice.engine.consume import Consumer
@@ -63,9 +64,17 @@ class Sluice:
         return Publisher(self.backend, self.directory)
 
     @cached_property
+    def keyring(self) -> KeyringSource:
+        return KeyringSource(self._read_lease_keys)
+
+    @cached_property
     def consumer(self) -> Consumer:
-        signer = LeaseSigner(KeyringSource(self._read_lease_keys), self.backend.clock)
+        signer = LeaseSigner(self.keyring, self.backend.clock)
         return Consumer(self.backend, self.directory, self.publisher, signer)
+
+    @cached_property
+    def access_keys(self) -> AccessKeys:
+        return AccessKeys(self.backend, self.keyring, self.backend.settings.token_cache_ttl_seconds)
 
     @cached_property
     def reader(self) -> StreamReader:
