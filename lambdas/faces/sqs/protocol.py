@@ -8,8 +8,8 @@ answers encoded back, errors in each protocol's form.
 - The query protocol (older SDKs, kombu before its JSON support): a form body `Action=<Action>&...`
   posted to `/` or to the queue URL, XML answers `<ActionResponse><ActionResult>...`. Its member names
   differ from the JSON ones for lists and maps (`Attribute.1.Name`, `MessageAttribute.1.Value.DataType`,
-  `SendMessageBatchRequestEntry.1.Id`): `QUERY_NAMES` holds them, as SQS's query model (and moto's SQS
-  model extras) name them.
+  `SendMessageBatchRequestEntry.1.Id`): the tables below hold them, as SQS's query model (botocore
+  1.31.80's `sqs/2012-11-05/service-2.json`) names them.
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ _LIST_MEMBERS: dict[str, str] = {
     "ChangeMessageVisibilityBatchResultEntryList": "ChangeMessageVisibilityBatchResultEntry",
     "DeleteMessageBatchRequestEntryList": "DeleteMessageBatchRequestEntry",
     "DeleteMessageBatchResultEntryList": "DeleteMessageBatchResultEntry",
+    "ListMessageMoveTasksResultEntryList": "ListMessageMoveTasksResultEntry",
     "MessageAttributeNameList": "MessageAttributeName",
     "MessageList": "Message",
     "QueueUrlList": "QueueUrl",
