@@ -55,7 +55,10 @@ def main(url: str, key: str, secret: str, prefix: str) -> None:
     assert rest["QueueUrls"] != page["QueueUrls"]
     sqs.set_queue_attributes(QueueUrl=q, Attributes={"ReceiveMessageWaitTimeSeconds": "1"})
     got = sqs.get_queue_attributes(QueueUrl=q, AttributeNames=["All"])["Attributes"]
-    assert got["ReceiveMessageWaitTimeSeconds"] == "1" and json.loads(got["RedrivePolicy"])["maxReceiveCount"] == 2
+    assert (
+        got["ReceiveMessageWaitTimeSeconds"] == "1"
+        and json.loads(got["RedrivePolicy"])["maxReceiveCount"] == 2
+    )
     sqs.tag_queue(QueueUrl=q, Tags={"env": "test"})
     sqs.untag_queue(QueueUrl=q, TagKeys=["team"])
     assert sqs.list_queue_tags(QueueUrl=q)["Tags"] == {"env": "test"}
@@ -87,7 +90,10 @@ def main(url: str, key: str, secret: str, prefix: str) -> None:
     bodies = {msg["Body"]: msg for msg in got_messages}
     assert set(bodies) == {"hello <SQS> & ü", "one", "two"}, bodies
     first = bodies["hello <SQS> & ü"]
-    assert first["MessageAttributes"] == attributes and first["MD5OfMessageAttributes"] == sent["MD5OfMessageAttributes"]
+    assert (
+        first["MessageAttributes"] == attributes
+        and first["MD5OfMessageAttributes"] == sent["MD5OfMessageAttributes"]
+    )
     assert first["Attributes"]["ApproximateReceiveCount"] == "1" and first["Attributes"]["SenderId"] == key
     sqs.change_message_visibility(QueueUrl=q, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=60)
     changed = sqs.change_message_visibility_batch(
@@ -96,7 +102,10 @@ def main(url: str, key: str, secret: str, prefix: str) -> None:
     )
     assert [e["Id"] for e in changed["Successful"]] == ["x"]
     again = sqs.receive_message(QueueUrl=q, AttributeNames=["ApproximateReceiveCount"], WaitTimeSeconds=2)
-    assert again["Messages"][0]["Body"] == "one" and again["Messages"][0]["Attributes"]["ApproximateReceiveCount"] == "2"
+    assert (
+        again["Messages"][0]["Body"] == "one"
+        and again["Messages"][0]["Attributes"]["ApproximateReceiveCount"] == "2"
+    )
     sqs.delete_message(QueueUrl=q, ReceiptHandle=first["ReceiptHandle"])
     deleted = sqs.delete_message_batch(
         QueueUrl=q,
@@ -149,21 +158,27 @@ def main(url: str, key: str, secret: str, prefix: str) -> None:
 
     # permissions: refused with a clear error; purge; delete
     for call in (
-        lambda: sqs.add_permission(QueueUrl=q, Label="l", AWSAccountIds=["123456789012"], Actions=["SendMessage"]),
+        lambda: sqs.add_permission(
+            QueueUrl=q, Label="l", AWSAccountIds=["123456789012"], Actions=["SendMessage"]
+        ),
         lambda: sqs.remove_permission(QueueUrl=q, Label="l"),
     ):
         try:
             call()
             raise AssertionError("permissions are not supported")
         except ClientError as exc:
-            assert exc.response["Error"]["Code"] == "AWS.SimpleQueueService.UnsupportedOperation", exc.response
+            assert exc.response["Error"]["Code"] == "AWS.SimpleQueueService.UnsupportedOperation", (
+                exc.response
+            )
     sqs.purge_queue(QueueUrl=q)
     try:
         sqs.purge_queue(QueueUrl=q)
         raise AssertionError("a second purge within 60 s must be refused")
     except sqs.exceptions.PurgeQueueInProgress:
         pass
-    counts = sqs.get_queue_attributes(QueueUrl=q, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+    counts = sqs.get_queue_attributes(QueueUrl=q, AttributeNames=["ApproximateNumberOfMessages"])[
+        "Attributes"
+    ]
     assert counts["ApproximateNumberOfMessages"] == "0", counts
     sqs.delete_queue(QueueUrl=q)
     sqs.delete_queue(QueueUrl=dlq)
