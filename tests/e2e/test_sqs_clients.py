@@ -247,7 +247,7 @@ def test_sigv4_refusals_get_sqs_errors_and_change_nothing(local_server, creds, m
     assert good.list_queues(QueueNamePrefix="never-made").get("QueueUrls", []) == []
 
 
-# --- Celery ----------------------------------------------------------------------------------------------------
+# --- Celery -------------------------------------------------------------------------------------------------
 
 TASKS = """
 import os

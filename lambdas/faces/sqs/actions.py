@@ -11,6 +11,7 @@ queue's existence. Receipt handles are lease ids.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import secrets
@@ -205,10 +206,8 @@ def _create_group(
         raise no_queue() from None
     if queue.settings.ordered != target.fifo:
         raise no_queue()
-    try:
+    with contextlib.suppress(errors.ConsumerGroupAlreadyExists):  # idempotent, as CreateQueue is
         engine.groups.create(target.queue, target.group, start)
-    except errors.ConsumerGroupAlreadyExists:
-        pass  # idempotent, as CreateQueue is
     return {"QueueUrl": call.url(queue, target.group)}
 
 
@@ -386,7 +385,8 @@ def send_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     if total > SQS_MAX_MESSAGE_BYTES:
         raise SqsError(
             "BatchRequestTooLong",
-            f"Batch requests cannot be longer than {SQS_MAX_MESSAGE_BYTES} bytes. You have sent {total} bytes.",
+            f"Batch requests cannot be longer than {SQS_MAX_MESSAGE_BYTES} bytes. "
+            f"You have sent {total} bytes.",
         )
     failed: list[dict[str, Any]] = []
     ready: list[tuple[str, _Prepared]] = []

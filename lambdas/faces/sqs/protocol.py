@@ -187,7 +187,7 @@ def _from_form(shape: Shape, form: dict[str, str], name: str) -> Any:
     if isinstance(shape, ListShape):
         base = name.rsplit(".", 1)[0] + "." if "." in name else ""
         item = base + _LIST_MEMBERS.get(shape.name, name.rsplit(".", 1)[-1])
-        items = []
+        items: list[Any] = []
         while (value := _from_form(shape.member, form, f"{item}.{len(items) + 1}")) is not None:
             items.append(value)
         return items or None

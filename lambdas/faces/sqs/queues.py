@@ -195,10 +195,11 @@ SETTABLE = {
     "FifoThroughputLimit",
 }
 FIFO_ONLY = {"ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit"}
+_NO_KMS = "KMS keys are not supported: data is encrypted at rest with AWS owned keys"
 REFUSED = {
     "Policy": "queue policies are not supported: access is Sluice token scopes (docs/api.md)",
-    "KmsMasterKeyId": "KMS keys are not supported: data is encrypted at rest with AWS owned keys",
-    "KmsDataKeyReusePeriodSeconds": "KMS keys are not supported: data is encrypted at rest with AWS owned keys",
+    "KmsMasterKeyId": _NO_KMS,
+    "KmsDataKeyReusePeriodSeconds": _NO_KMS,
 }
 
 
