@@ -46,6 +46,7 @@ def uv_run(
     env: dict[str, str] | None = None,
     timeout: int = 300,
     background: bool = False,
+    stdin: bool = False,
 ) -> Any:
     """`args` in a throwaway venv (Python 3.11) holding only `packages`."""
     with_args = [a for p in packages for a in ("--with", p)]
@@ -56,8 +57,9 @@ def uv_run(
         return subprocess.Popen(
             command,
             env=full_env,
+            stdin=subprocess.PIPE if stdin else None,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.DEVNULL if stdin else subprocess.STDOUT,
             text=True,
             start_new_session=True,
         )
@@ -117,6 +119,20 @@ def test_botocore_1_31_80_query_protocol_every_action(local_server, creds):
     assert actions == EVERY_ACTION
 
 
+# The AWS CLI's own entry point, run once for a whole sequence of commands (each `aws` process would
+# pay its start-up again): every line of stdin is one `aws` command line, answered by one JSON line.
+CLI_DRIVER = """
+import io, json, shlex, sys
+from contextlib import redirect_stdout
+from awscli.clidriver import create_clidriver
+for line in sys.stdin:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = create_clidriver().main(shlex.split(line))
+    print(json.dumps({"code": code, "out": out.getvalue()}), flush=True)
+"""
+
+
 def test_aws_cli(local_server, creds, tmp_path):
     env = {
         "AWS_ACCESS_KEY_ID": creds["access_key_id"],
@@ -125,23 +141,33 @@ def test_aws_cli(local_server, creds, tmp_path):
         "AWS_CONFIG_FILE": str(tmp_path / "none"),
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
     }
+    (tmp_path / "cli.py").write_text(CLI_DRIVER)
+    cli = uv_run(("awscli",), "python", str(tmp_path / "cli.py"), env=env, background=True, stdin=True)
 
     def aws(*args: str) -> Any:
-        out = uv_run(
-            ("awscli",), "aws", "--endpoint-url", local_server.url, "--output", "json", "sqs", *args, env=env
-        )
-        return json.loads(out) if out.strip() else None
+        line = " ".join(["--endpoint-url", local_server.url, "--output", "json", "sqs", *args])
+        cli.stdin.write(line + "\n")
+        cli.stdin.flush()
+        answer = json.loads(cli.stdout.readline())
+        assert answer["code"] == 0, (args, answer)
+        return json.loads(answer["out"]) if answer["out"].strip() else None
 
-    url = aws("create-queue", "--queue-name", "cli-q", "--attributes", "VisibilityTimeout=20")["QueueUrl"]
-    assert aws("get-queue-url", "--queue-name", "cli-q")["QueueUrl"] == url
-    aws("send-message", "--queue-url", url, "--message-body", "from the cli")
-    got = aws("receive-message", "--queue-url", url, "--wait-time-seconds", "2", "--attribute-names", "All")
-    assert [m["Body"] for m in got["Messages"]] == ["from the cli"]
-    aws("delete-message", "--queue-url", url, "--receipt-handle", got["Messages"][0]["ReceiptHandle"])
-    attributes = aws("get-queue-attributes", "--queue-url", url, "--attribute-names", "All")["Attributes"]
-    assert attributes["VisibilityTimeout"] == "20" and attributes["ApproximateNumberOfMessages"] == "0"
-    assert url in aws("list-queues", "--queue-name-prefix", "cli-")["QueueUrls"]
-    aws("delete-queue", "--queue-url", url)
+    try:
+        url = aws("create-queue", "--queue-name", "cli-q", "--attributes", "VisibilityTimeout=20")["QueueUrl"]
+        assert aws("get-queue-url", "--queue-name", "cli-q")["QueueUrl"] == url
+        aws("send-message", "--queue-url", url, "--message-body", "'from the cli'")
+        got = aws(
+            "receive-message", "--queue-url", url, "--wait-time-seconds", "2", "--attribute-names", "All"
+        )
+        assert [m["Body"] for m in got["Messages"]] == ["from the cli"]
+        aws("delete-message", "--queue-url", url, "--receipt-handle", got["Messages"][0]["ReceiptHandle"])
+        attributes = aws("get-queue-attributes", "--queue-url", url, "--attribute-names", "All")["Attributes"]
+        assert attributes["VisibilityTimeout"] == "20" and attributes["ApproximateNumberOfMessages"] == "0"
+        assert url in aws("list-queues", "--queue-name-prefix", "cli-")["QueueUrls"]
+        aws("delete-queue", "--queue-url", url)
+    finally:
+        cli.stdin.close()
+        cli.wait(timeout=60)
 
 
 # --- FIFO ---------------------------------------------------------------------------------------------------
@@ -279,8 +305,12 @@ def record(self, i):
 
 if __name__ == "__main__":
     import sys
-    for i in range(int(sys.argv[1])):
-        record.delay(i)
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    started = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(record.delay, range(int(sys.argv[1]))))
+    print(f"sent in {time.monotonic() - started:.1f} s")
 """
 
 
@@ -313,12 +343,14 @@ def test_celery_worker_on_kombu_sqs_runs_1000_tasks_exactly_once_with_one_retrie
         background=True,
     )
     try:
-        uv_run(CELERY, "python", str(tmp_path / "tasks.py"), "1000", env=env, timeout=600)
+        started = time.monotonic()
+        sent = uv_run(CELERY, "python", str(tmp_path / "tasks.py"), "1000", env=env, timeout=600)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             if out.exists() and len(out.read_text().splitlines()) >= 1000:
                 break
             time.sleep(1)
+        print(f"celery: {sent.strip()}; 1000 done {time.monotonic() - started:.1f} s after the first send")
         time.sleep(3)  # a duplicate would land now
     finally:
         os.killpg(worker.pid, 15)
