@@ -5,7 +5,7 @@
 | broker      | control + shards RW | get, put, delete | put/get `overflow/*`       | -                    |
 | consumer    | control + shards RW | get, put         | read + list, put overflow/ | push targets         |
 | shard       | control + shards RW | -                | read/write/delete + list   | -                    |
-| coordinator | control + shards RW | get, put         | -                          | consumer:live, shard |
+| coordinator | control + shards RW | get, put, delete | -                          | consumer:live, shard |
 
 The consumer writes `overflow/*` when it moves a message over the DynamoDB item limit to a dead letter
 queue (and the shard map of a dead letter queue it creates again because it was deleted since it was
@@ -29,6 +29,9 @@ again, and reads its own region's.
 | consumer    | RW / read                    | every region         | read+write, every region |
 | shard       | RW / read                    | own region           | -                        |
 | coordinator | RW / read                    | own region           | read+write, every region |
+
+The coordinator deletes SSM parameters in its own region only: it prunes the mirror of a queue deleted
+while the region could not be reached (it lists the shard-map path and deletes what no queue owns).
 
 Metrics go out as CloudWatch EMF log lines (Powertools), so no function needs cloudwatch:PutMetricData.
 The shard function has no trigger: the coordinator invokes it, and the consumer's SnapStart alias (its
@@ -194,6 +197,8 @@ def grant_function_access(
 
     coordinator = functions[c.FN_COORDINATOR]
     ssm(coordinator, SSM_READ + SSM_WRITE, every_region)
+    # It prunes its own region's mirrors of deleted queues (`QueueRegistry.prune_mirrors`), no others.
+    ssm(coordinator, SSM_DELETE, [deployment.region] if deployment else [None])
     coordinator.add_to_role_policy(
         iam.PolicyStatement(
             actions=["lambda:InvokeFunction"],

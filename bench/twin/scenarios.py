@@ -20,6 +20,7 @@ from typing import Any
 from bench.twin.world import World, build, percentile, virtual_time
 from sluice import constants as c
 from sluice import errors
+from sluice.engine import mapdoc
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig
 from sluice.engine.scaling import ScalingPolicy
 from sluice.models import OutgoingMessage, Queue
@@ -116,7 +117,7 @@ def _coordinator(world: World, timeline: Timeline, end: float, policy: ScalingPo
 
 
 def _queue(world: World) -> Queue:
-    return Queue.model_validate_json(world.mirror.docs[QUEUE])
+    return mapdoc.decode(world.mirror.docs[QUEUE])
 
 
 def _messages() -> list[OutgoingMessage]:

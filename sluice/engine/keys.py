@@ -34,6 +34,8 @@ SLOT_SK_PREFIX = "CSLOT#"  # under queue_pk(name): a push worker's slot (`CSLOT#
 COORDINATOR_PK = "COORDINATOR"  # the coordinator's ownership item and its per-queue saved state
 COORDINATOR_OWNERSHIP_SK = "LEASE"  # coordinator_ownership_sk(...): one ownership item per region
 COORDINATOR_STATE_SK_PREFIX = "STATE#"
+COORDINATOR_PRUNED_SK = "PRUNED"  # when the region's SSM path was last listed for lingering mirrors
+PRUNED_AT = "at"
 IDEMPOTENCY_PK_PREFIX = "IDEM"  # Powertools' key prefix; the record's sk is IDEMPOTENCY_SK
 IDEMPOTENCY_SK = "IDEM"
 SEGMENT_INDEX_PK_PREFIX = "SEG#"  # segment_index_pk(...): one item per segment, sk = its first sequence

@@ -7,6 +7,7 @@ could not be written is repaired by its own coordinator.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import secrets
 import time
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 from sluice import errors, faults
 from sluice.adapters.dynamo import ConditionFailed
 from sluice.adapters.ssm import SsmMirror
-from sluice.engine import keys
+from sluice.engine import keys, mapdoc
 from sluice.engine.backend import Backend
 from sluice.models import QUEUE_ID_RE, Queue, QueueSettings
 from sluice.names import QUEUE, check_queue_name
@@ -162,8 +163,56 @@ class QueueRegistry:
             raise errors.QueueNotFound(f"queue {name!r} not found") from exc
         self.backend.control.delete(keys.QUEUE_INDEX_PK, name)
         self.backend.control.delete(keys.queue_id_pk(queue.queue_id), keys.QUEUE_ID_SK)
-        # the home item is gone: that is the truth, a remote mirror left behind is only logged
+        # the home item is gone: that is the truth, a remote mirror left behind is only logged (and
+        # pruned by that region's coordinator, `prune_mirrors`)
         self._to_every_mirror(name, lambda mirror: mirror.delete(name), "deleted")
+        for region in self.regions:
+            self.seal_heads(queue, region)
+
+    def seal_heads(self, queue: Queue, region: str | None) -> int:
+        """Seal the HEAD of every shard of `queue` in `region` (None: the only one): a deleted queue's
+        shards then refuse every send, also from a container whose cached document still lists them
+        (it refreshes, and finds the queue gone). A region that cannot be reached is logged and left to
+        its coordinator (`prune_mirrors`). Returns how many were sealed."""
+        home = self.home_region
+        sealed = 0
+        for shard in queue.shards_in(region, home):
+            try:
+                self.backend.table_for(shard).update(
+                    keys.shard_pk(queue, shard.id),
+                    keys.HEAD_SK,
+                    "SET #s = :t, #sm = if_not_exists(#sm, :now)",
+                    names={"#s": keys.HEAD_SEALED, "#sm": keys.HEAD_SEALED_MS},
+                    values={":t": True, ":now": self.backend.clock()},
+                )
+            except Exception as exc:  # as for mirrors: the delete is committed, the rest is repair
+                log.warning("queue %s: shards in %s were not sealed: %s", queue.name, region, exc)
+                break
+            sealed += 1
+        return sealed
+
+    def prune_mirrors(self, existing: set[str]) -> builtins.list[str]:
+        """Delete this region's mirror of every queue that no longer exists (`existing`: the queues the
+        caller just listed), after sealing the queue's shards here. A region that could not be reached
+        when a queue was deleted keeps its mirror, and its brokers would go on sending into the old
+        shards; its coordinator calls this when it lists the SSM path. Returns the queues pruned."""
+        mirror = self.backend.mirror
+        names: dict[str, set[str]] = {}
+        for name, _value in mirror.listing():
+            queue_name = mirror.queue_of(name)
+            if queue_name is not None and queue_name not in existing:
+                names.setdefault(queue_name, set()).add(name)
+        pruned = []
+        for queue_name, found in sorted(names.items()):
+            if self.backend.control.get(keys.queue_pk(queue_name), keys.QUEUE_SK) is not None:
+                continue  # created since the caller listed the queues
+            doc = mirror.read(queue_name)
+            if doc is not None:
+                self.seal_heads(mapdoc.decode(doc), self.region)
+            mirror.delete_names(sorted(found))
+            log.warning("queue %s: deleted, but its mirror lingered in this region; pruned", queue_name)
+            pruned.append(queue_name)
+        return pruned
 
     def resolve(self, ref: str) -> str:
         """The queue name for `ref`, a name or a 32-hex `queue_id` (Cloudflare addresses queues by id).
@@ -234,18 +283,27 @@ class QueueRegistry:
 
     def repair_mirror(self, queue: Queue) -> bool:
         """Rewrite this region's SSM mirror when it lags the control item (a writer died between the two,
-        or could not reach this region). Brokers would otherwise keep an old map until the next change;
-        True when it was repaired."""
+        or could not reach this region), or holds an earlier queue of the same name (deleted and created
+        again meanwhile). Brokers would otherwise keep an old map until the next change; True when it was
+        repaired."""
         doc = self.backend.mirror.read(queue.name)
-        if doc is not None and Queue.model_validate_json(doc).version >= queue.version:
-            return False
-        self.backend.mirror.write(queue.name, queue.model_dump_json())
+        if doc is not None:
+            mirrored = mapdoc.decode(doc)
+            if mirrored.incarnation == queue.incarnation and mirrored.version >= queue.version:
+                return False
+            if mirrored.incarnation != queue.incarnation:  # the earlier queue's shards refuse sends here
+                self.seal_heads(mirrored, self.region)
+        self.backend.mirror.write(queue.name, self.mirror_document(queue))
         return True
+
+    def mirror_document(self, queue: Queue) -> str:
+        """What the SSM mirror holds for `queue` (sluice/engine/mapdoc.py)."""
+        return mapdoc.encode(queue, len(self.backend.shard_tables))
 
     def _write_mirrors(self, queue: Queue) -> None:
         """This region's mirror (a failure is the caller's error, as in a single region), then every
         other region's: one that fails is logged, and that region's coordinator repairs it."""
-        doc = queue.model_dump_json()
+        doc = self.mirror_document(queue)
         self._to_every_mirror(
             queue.name, lambda mirror: mirror.write(queue.name, doc), f"written (v{queue.version})"
         )
@@ -289,13 +347,13 @@ class QueueDirectory:
         doc = self._read_mirror(name, False)
         if doc is None:
             return self.registry.get(name)
-        return Queue.model_validate_json(doc)
+        return mapdoc.decode(doc)
 
     def refresh(self, name: str, known_version: int) -> Queue:
         """A document newer than `known_version`: the mirror forced, else the authoritative item."""
         doc = self._read_mirror(name, True)
         if doc is not None:
-            queue = Queue.model_validate_json(doc)
+            queue = mapdoc.decode(doc)
             if queue.version > known_version:
                 return queue
         return self.registry.get(name)

@@ -271,8 +271,9 @@ class StreamReader:
             seqs = page.positions
 
     def shard_ranges(self, queue_name: str) -> list[dict[str, Any]]:
-        """Every shard with its state, lineage and offset range (first and last available record)."""
-        queue = self.directory.get(queue_name)
+        """Every shard with its state, lineage and offset range (first and last available record). The
+        control item, not the mirror: lineage (`created_ms`, `parents`) is left out of the mirror."""
+        queue = self.registry.get(queue_name)
         out = []
         for shard in sorted(queue.shards, key=lambda s: s.id):
             head = self._head(queue, shard)

@@ -1,8 +1,9 @@
 """Make moto behave as AWS does where Sluice depends on it.
 
-SSM tiers: moto accepts any tier change and any value size; AWS refuses a Standard value over 4 KB
-and never downgrades an Advanced parameter to Standard (ValidationException for both), which the
-shard-map mirror must survive (sluice/adapters/ssm.py). `apply()` makes moto refuse them too.
+SSM limits: moto accepts any tier change and any value size; AWS refuses a Standard value over 4 KB
+and an Advanced one over 8 KB (4,096 and 8,192 bytes), and never downgrades an Advanced parameter to
+Standard (ValidationException for all three), which the shard-map mirror must survive
+(sluice/adapters/ssm.py). `apply()` makes moto refuse them too.
 
 DynamoDB: moto's DynamoDB is made linearizable per item, as DynamoDB is.
 
@@ -24,6 +25,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+SSM_STANDARD_MAX_BYTES = 4096
+SSM_ADVANCED_MAX_BYTES = 8192
 _lock = threading.RLock()
 _MUTATIONS = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
 # (table name, key in DynamoDB JSON) of every item a write call changed.
@@ -45,7 +48,7 @@ def on_write(listener: WriteListener) -> Callable[[], None]:
 
 
 def apply() -> None:
-    _ssm_tiers()
+    _ssm_limits()
     from moto.dynamodb.models import DynamoDBBackend
 
     for name in _MUTATIONS:
@@ -90,20 +93,27 @@ def _written(backend: Any, operation: str, args: tuple[Any, ...], kwargs: dict[s
     return [(table_name, {name: item[name] for name in names})]
 
 
-def _ssm_tiers() -> None:
+def _ssm_limits() -> None:
     from moto.ssm.exceptions import ValidationException
     from moto.ssm.models import SimpleSystemManagerBackend
 
     original = SimpleSystemManagerBackend.put_parameter
-    if getattr(original, "_sluice_tiers", False):
+    if getattr(original, "_sluice_limits", False):
         return
 
     def put_parameter(self: Any, name: str, description: str, value: str, *args: Any, **kwargs: Any) -> Any:
         tier = kwargs.get("tier") or "Standard"
+        size = len((value or "").encode())
+        if tier == "Advanced" and size > SSM_ADVANCED_MAX_BYTES:
+            raise ValidationException(
+                f"Advanced tier parameters support a maximum parameter value of {SSM_ADVANCED_MAX_BYTES} "
+                "characters."
+            )
         if tier == "Standard":
-            if value and len(value) > 4096:
+            if size > SSM_STANDARD_MAX_BYTES:
                 raise ValidationException(
-                    "Standard tier parameters support a maximum parameter value of 4096 characters."
+                    f"Standard tier parameters support a maximum parameter value of {SSM_STANDARD_MAX_BYTES} "
+                    "characters."
                 )
             versions = self._parameters.get(name) if name in self._parameters else None
             if versions and versions[-1].tier == "Advanced":
@@ -114,5 +124,5 @@ def _ssm_tiers() -> None:
         return original(self, name, description, value, *args, **kwargs)
 
     functools.update_wrapper(put_parameter, original)
-    put_parameter._sluice_tiers = True  # type: ignore[attr-defined]
+    put_parameter._sluice_limits = True  # type: ignore[attr-defined]
     SimpleSystemManagerBackend.put_parameter = put_parameter  # type: ignore[method-assign]

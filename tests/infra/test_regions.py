@@ -228,6 +228,8 @@ def test_shard_maps_are_written_in_every_region(templates: dict[str, Any], regio
         assert may(templates, region, c.FN_BROKER, "ssm:PutParameter", ssm_arn(r))
         assert may(templates, region, c.FN_BROKER, "ssm:DeleteParameter", ssm_arn(r))
         assert may(templates, region, c.FN_COORDINATOR, "ssm:PutParameter", ssm_arn(r))
+        # it prunes lingering mirrors of deleted queues in its own region only
+        assert may(templates, region, c.FN_COORDINATOR, "ssm:DeleteParameters", ssm_arn(r)) == (r == region)
         # the consumer creates a deleted dead letter queue again, shard maps included
         assert may(templates, region, c.FN_CONSUMER, "ssm:PutParameter", ssm_arn(r))
         assert not may(templates, region, c.FN_CONSUMER, "ssm:DeleteParameter", ssm_arn(r))

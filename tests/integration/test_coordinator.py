@@ -6,9 +6,10 @@ import logging
 import threading
 
 import pytest
+from botocore.exceptions import ClientError
 
 from sluice import errors
-from sluice.engine import keys
+from sluice.engine import keys, mapdoc
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig
 from sluice.engine.publish import Publisher
 from sluice.engine.queues import QueueDirectory
@@ -103,7 +104,7 @@ def test_scale_up_seal_and_retire_without_losing_a_message(clocked, clock, queue
     assert report.added == [1, 2, 3] and report.open_shards == 4
     queue = clocked.queues.get(queue_name)
     assert [s.state for s in queue.shards] == ["open"] * 4
-    assert Queue.model_validate_json(clocked.backend.mirror.read(queue_name)).version == queue.version
+    assert mapdoc.decode(clocked.backend.mirror.read(queue_name)).version == queue.version
 
     # A broker still holding the 1-shard map... and one holding the 4-shard map after sealing.
     stale_doc = clocked.backend.mirror.read(queue_name)
@@ -410,3 +411,74 @@ def test_a_throttled_head_read_scales_up_instead_of_failing_the_pass(clocked, cl
     throttling.hot_pks = set()
     clock.advance(1_000)
     assert coord.run_once().queues[0].unreadable == []
+
+
+def test_a_queue_of_256_shards_and_its_scale_out_fit_ssm(clocked, clock, queue_name):
+    """moto refuses values SSM refuses (4 KB Standard, 8 KB Advanced): the full map was 23,404 B."""
+    created = clocked.queues.create(queue_name, {"min_shards": 200, "max_shards": 256})
+    assert len(mapdoc.decode(clocked.backend.mirror.read(queue_name)).open_shards) == 200
+    assert len(created.model_dump_json()) > 8192
+    coord = coordinator(clocked, queue_name)
+    coord.run_once()
+    clocked.queues.update_settings(queue_name, {"min_shards": 256})
+    clock.advance(1_000)
+    assert coord.run_once().queues[0].open_shards == 256
+    assert len(mapdoc.decode(clocked.backend.mirror.read(queue_name)).open_shards) == 256
+
+
+def test_a_queue_whose_pass_fails_does_not_cost_the_queues_after_it_their_pass(
+    clocked, clock, queue_name, monkeypatch
+):
+    first, second = f"{queue_name}-a", f"{queue_name}-b"
+    for name in (first, second):
+        clocked.queues.create(name, {"max_shards": 8})
+    config = CoordinatorConfig(
+        policy=ScalingPolicy(shard_wcu_ceiling=10.0),
+        ownership_ms=LEASE_MS,
+        ownership_sk=f"LEASE-{queue_name}",
+        queues=[first, second],
+    )
+    coord = Coordinator(clocked.backend, clocked.queues, None, config)
+    coord.run_once()
+    for name in (first, second):
+        send(clocked, name, 20)
+    write = clocked.backend.mirror.write
+
+    def refused(queue: str, document: str) -> None:
+        if queue == first:
+            raise ClientError(
+                {"Error": {"Code": "ValidationException", "Message": "too big"}}, "PutParameter"
+            )
+        write(queue, document)
+
+    monkeypatch.setattr(clocked.backend.mirror, "write", refused)
+    clock.advance(1_000)
+    report = coord.run_once()
+    assert report.failed == [first]
+    assert [q.queue for q in report.queues] == [second] and report.queues[0].added
+
+
+def test_a_mirror_left_behind_by_a_delete_is_pruned_and_its_shards_refuse_sends(
+    clocked, queue_name, monkeypatch
+):
+    """The delete could not reach this region's SSM: its mirror lingers, and a broker that reads it (or
+    still holds it) would send into the old shards. The coordinator's pass lists the SSM path, seals the
+    shards and deletes the mirror."""
+    queue = clocked.queues.create(queue_name, {"min_shards": 2})
+    doc = clocked.backend.mirror.read(queue_name)
+    monkeypatch.setattr(clocked.queues, "seal_heads", lambda *_a, **_k: 0)  # the region was unreachable
+    clocked.queues.delete(queue_name)
+    monkeypatch.undo()
+    clocked.backend.mirror.write(queue_name, doc)  # what the delete could not remove
+    stale = Publisher(clocked.backend, QueueDirectory(clocked.queues, lambda _n, _f: doc))
+    stale.publish(queue_name, [OutgoingMessage(body=b'"lost"')])  # accepted into a deleted queue
+
+    config = CoordinatorConfig(
+        ownership_ms=LEASE_MS, ownership_sk=f"LEASE-{queue_name}", queues=[], prune_every_ms=0
+    )
+    report = Coordinator(clocked.backend, clocked.queues, None, config).run_once()
+    assert queue_name in report.pruned
+    assert clocked.backend.mirror.read(queue_name) is None
+    assert all(head(clocked, queue, s.id).get("sealed") for s in queue.shards)
+    with pytest.raises(errors.QueueNotFound):
+        stale.publish(queue_name, [OutgoingMessage(body=b'"refused"')])

@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from sluice import errors
 from sluice.adapters import aws
 from sluice.adapters.ssm import SsmMirror
-from sluice.engine import keys
+from sluice.engine import keys, mapdoc
 from sluice.engine.auth import TokenStore
 from sluice.engine.backend import Backend
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig
@@ -103,7 +103,7 @@ def test_every_region_mirror_is_written_and_a_failed_one_is_repaired_by_its_coor
     home, away = regions[HOME], regions[AWAY]
     created = home.queues.create(queue_name)
     for region in (HOME, AWAY):
-        assert Queue.model_validate_json(mirror_in(deployment[region], region).read(queue_name)) == created
+        assert mapdoc.decode(mirror_in(deployment[region], region).read(queue_name)) == created
 
     def unreachable(*_args, **_kwargs):
         raise errors.DependencyUnavailable("SSM could not be reached; retry shortly")
@@ -111,13 +111,13 @@ def test_every_region_mirror_is_written_and_a_failed_one_is_repaired_by_its_coor
     monkeypatch.setattr(home.backend.remote[AWAY].mirror, "write", unreachable)
     paused = home.queues.set_paused(queue_name, True)  # succeeds: the home item is the truth
     assert "the mirror in eu-west-1 was not written" in caplog.text
-    assert Queue.model_validate_json(mirror_in(deployment[HOME], HOME).read(queue_name)).paused
-    stale = Queue.model_validate_json(mirror_in(deployment[AWAY], AWAY).read(queue_name))
+    assert mapdoc.decode(mirror_in(deployment[HOME], HOME).read(queue_name)).paused
+    stale = mapdoc.decode(mirror_in(deployment[AWAY], AWAY).read(queue_name))
     assert (stale.paused, stale.version) == (False, created.version)
 
     report = away.coordinator(queue_name, "away-1").run_once()
     assert report.acted
-    repaired = Queue.model_validate_json(mirror_in(deployment[AWAY], AWAY).read(queue_name))
+    repaired = mapdoc.decode(mirror_in(deployment[AWAY], AWAY).read(queue_name))
     assert (repaired.paused, repaired.version) == (True, paused.version)
 
 
@@ -134,7 +134,7 @@ def test_an_untranslated_aws_error_in_another_regions_mirror_does_not_fail_the_c
     monkeypatch.setattr(home.backend.remote[AWAY].mirror, "write", busy)
     assert home.queues.set_paused(queue_name, True).paused  # committed in the home item: not an error
     assert "the mirror in eu-west-1 was not written" in caplog.text
-    assert Queue.model_validate_json(mirror_in(deployment[HOME], HOME).read(queue_name)).paused
+    assert mapdoc.decode(mirror_in(deployment[HOME], HOME).read(queue_name)).paused
 
 
 def test_the_away_coordinator_scales_only_its_region_from_its_region_load(regions, clock, queue_name):

@@ -1,8 +1,8 @@
-"""The shard-map mirror survives a document shrinking back under 4 KB (a scale-down from ~50 shards).
+"""The shard-map mirror within SSM's limits: values over 4 KB are split over Standard parameters, a
+parameter an older version made Advanced takes small documents, and readers never mix two documents.
 
-AWS never downgrades an Advanced parameter to Standard; moto is patched to refuse it the same way
-(sluice/local/moto_patches.py), so the first test fails on a mirror that sends Standard for small
-documents once the parameter is Advanced.
+AWS refuses Standard values over 4,096 B, Advanced ones over 8,192 B, and never downgrades an Advanced
+parameter to Standard; moto is patched to refuse all three the same way (sluice/local/moto_patches.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from sluice.adapters import aws
-from sluice.adapters.ssm import STANDARD_MAX_BYTES, SsmMirror, tier_for
+from sluice.adapters.ssm import ADVANCED_MAX_BYTES, STANDARD_MAX_BYTES, SsmMirror, split, tag_of, tier_for
 
 
 def _tier(mirror: SsmMirror, queue: str) -> str:
@@ -33,18 +33,69 @@ def test_moto_refuses_the_downgrade_as_aws_does(aws_env: None) -> None:
     assert aws.error_code(caught.value) == "ValidationException"
 
 
-def test_a_shrunk_document_is_written_and_the_parameter_stays_advanced(aws_env: None) -> None:
+def test_moto_refuses_values_over_the_tier_limits_as_aws_does(aws_env: None) -> None:
+    ssm = aws.client("ssm")
+    name = f"/sluice/test/size-check/{uuid.uuid4().hex[:8]}"
+    ssm.put_parameter(Name=name, Value="x" * STANDARD_MAX_BYTES, Type="String", Tier="Standard")
+    ssm.put_parameter(Name=name + "a", Value="x" * ADVANCED_MAX_BYTES, Type="String", Tier="Advanced")
+    for tier, size in (("Standard", STANDARD_MAX_BYTES + 1), ("Advanced", ADVANCED_MAX_BYTES + 1)):
+        with pytest.raises(ClientError) as caught:
+            ssm.put_parameter(Name=name + "b", Value="x" * size, Type="String", Tier=tier, Overwrite=True)
+        assert aws.error_code(caught.value) == "ValidationException"
+    with pytest.raises(ClientError):  # bytes, not characters
+        ssm.put_parameter(Name=name + "c", Value="é" * 2049, Type="String", Tier="Standard")
+
+
+def test_a_legacy_advanced_parameter_takes_a_small_document_and_stays_advanced(aws_env: None) -> None:
+    """An older version wrote documents over 4 KB as one Advanced parameter; AWS never downgrades it."""
     queue = f"q-{uuid.uuid4().hex[:10]}"
     writer = SsmMirror("/sluice/test/shard-maps")
-    writer.write(queue, "x" * (STANDARD_MAX_BYTES + 100))  # ~50 shards: over 4 KB
-    assert _tier(writer, queue) == "Advanced"
-    writer.write(queue, '{"shards": 1}')  # the same container after a scale-down
+    aws.client("ssm").put_parameter(
+        Name=writer.name(queue), Value="x" * (STANDARD_MAX_BYTES + 100), Type="String", Tier="Advanced"
+    )
+    writer.write(queue, '{"shards": 1}')  # a container that has never seen it: AWS tells it
     assert writer.read(queue) == '{"shards": 1}'
-    # Another container (a fresh mirror object) has never seen the parameter: AWS tells it.
-    other = SsmMirror("/sluice/test/shard-maps")
-    other.write(queue, '{"shards": 2}')
-    assert other.read(queue) == '{"shards": 2}'
-    assert _tier(other, queue) == "Advanced"
+    assert _tier(writer, queue) == "Advanced"
+    writer.write(queue, '{"shards": 2}')  # and now it knows
+    assert writer.read(queue) == '{"shards": 2}'
+
+
+def test_a_document_over_4kb_is_split_over_standard_parameters_and_read_whole(aws_env: None) -> None:
+    queue = f"q-{uuid.uuid4().hex[:10]}"
+    mirror = SsmMirror("/sluice/test/shard-maps")
+    big = "".join(f"{i:05d}" for i in range(5000))  # 25,000 B: 7 parts
+    mirror.write(queue, big)
+    assert mirror.read(queue) == big
+    assert _tier(mirror, queue) == "Standard"
+    names = [mirror.part_name(mirror.name(queue), i) for i in range(7)]
+    values = aws.client("ssm").get_parameters(Names=names)["Parameters"]
+    assert len(values) == 7 and all(len(p["Value"].encode()) <= STANDARD_MAX_BYTES for p in values)
+    mirror.write(queue, "small again")
+    assert mirror.read(queue) == "small again"
+    mirror.write(queue, big[::-1])
+    mirror.delete(queue)
+    assert mirror.read(queue) is None
+    assert aws.client("ssm").get_parameters(Names=names)["Parameters"] == []
+
+
+def test_a_reader_never_mixes_the_parts_of_two_documents(aws_env: None) -> None:
+    queue = f"q-{uuid.uuid4().hex[:10]}"
+    mirror = SsmMirror("/sluice/test/shard-maps")
+    first, second = "a" * 9000, "b" * 9000
+    mirror.write(queue, first)
+    # A writer of `second` died after its first part: the header still names `first`'s tag.
+    aws.client("ssm").put_parameter(
+        Name=mirror.part_name(mirror.name(queue), 0), Value=tag_of(second) + "b" * 10, Type="String",
+        Overwrite=True,
+    )  # fmt: skip
+    assert mirror.read(queue) is None  # the caller then reads the control item
+
+
+def test_split_never_cuts_a_character() -> None:
+    text = "aé" * 3000
+    parts = split(text, 1001)
+    assert "".join(parts) == text
+    assert all(len(p.encode()) <= 1001 for p in parts)
 
 
 def test_small_documents_stay_standard(aws_env: None) -> None:

@@ -32,6 +32,9 @@ class CoordinatorConfig:
     # (`keys.coordinator_ownership_sk`).
     ownership_sk: str = keys.COORDINATOR_OWNERSHIP_SK
     queues: list[str] | None = None  # only these queues (tests); None: every queue
+    # How often a region's coordinator lists its SSM path for mirrors of deleted queues (one
+    # GetParametersByPath per 10 parameters, on the quota brokers share).
+    prune_every_ms: int = 600_000
 
     @classmethod
     def from_settings(cls, settings: CoordinatorSettings) -> CoordinatorConfig:

@@ -85,3 +85,5 @@ class RunReport:
     message: str = ""
     queues: list[QueueReport] = field(default_factory=list)
     region: str | None = None
+    failed: list[str] = field(default_factory=list)  # queues whose pass raised (logged; the rest ran)
+    pruned: list[str] = field(default_factory=list)  # deleted queues whose lingering mirror was removed

@@ -75,6 +75,7 @@ class Coordinator:
         self.shard_states = ShardStateReader(backend)
         self.saved = StateStore(backend.control, self.region)
         self.dispatch = Dispatcher(backend, invoker, self.config)
+        self._pruned_at: int | None = None  # when the SSM path was last listed (None: not read yet)
 
     # -- entry points --
 
@@ -119,6 +120,7 @@ class Coordinator:
         names = self._queue_names()
         if self.ownership.took_over_expired:
             self._stamp_fence(names, token)
+        report.pruned = self._prune()
         for name in names:
             if not self.ownership.valid():
                 report.message = f"ownership (token {token}) ran out during the pass; stopping"
@@ -133,7 +135,30 @@ class Coordinator:
                 log.warning("coordinator %s %s", self.holder, report.message)
                 self.ownership.token = None
                 break
+            except Exception:
+                # One queue's failure (a map write SSM refused, a throttled call, a bug) must not cost the
+                # queues after it their scaling, shard work and push workers: the next pass tries it again.
+                log.exception("coordinator %s: the pass over queue %s failed", self.holder, name)
+                report.failed.append(name)
         return report
+
+    def _prune(self) -> list[str]:
+        """Every `prune_every_ms` (per region, whichever container's turn it is): remove this region's
+        mirrors of deleted queues (`QueueRegistry.prune_mirrors`), against every queue there is."""
+        now = self.backend.clock()
+        key = (keys.COORDINATOR_PK, keys.coordinator_ownership_sk(keys.COORDINATOR_PRUNED_SK, self.region))
+        if self._pruned_at is None:
+            item = self.backend.control.get(*key) or {}
+            self._pruned_at = int(item.get(keys.PRUNED_AT, 0))
+        if now - self._pruned_at < self.config.prune_every_ms:
+            return []
+        self._pruned_at = now
+        try:
+            self.backend.control.put({keys.PK: key[0], keys.SK: key[1], keys.PRUNED_AT: now})
+            return self.queues.prune_mirrors(set(self._queue_names(every=True)))
+        except Exception:
+            log.exception("coordinator %s: pruning the SSM mirrors failed", self.holder)
+            return []
 
     # -- per queue --
 
@@ -298,8 +323,9 @@ class Coordinator:
         )
         return updated
 
-    def _queue_names(self) -> list[str]:
-        if self.config.queues is not None:
+    def _queue_names(self, every: bool = False) -> list[str]:
+        """The queues a pass covers (`every`: all queues, whatever the config restricts)."""
+        if self.config.queues is not None and not every:
             return list(self.config.queues)
         names: list[str] = []
         after: str | None = None
