@@ -95,13 +95,16 @@ def meta_store() -> MetaStore:
     return _META
 
 
-def _open(call: Call, params: dict[str, Any], *scopes: str) -> tuple[Queue, Target]:
-    """The queue a call addresses, after the scope check (AccessDenied first: existence is not told)."""
+def _open(call: Call, params: dict[str, Any], *scopes: str, hot: bool = False) -> tuple[Queue, Target]:
+    """The queue a call addresses, after the scope check (AccessDenied first: existence is not told).
+    `hot` (sends, receives, deletes): from the cached shard-map mirror, as the native face's message
+    paths read it; otherwise the control item."""
     target = call.target(params)
     for scope in scopes:
         call.allow(scope, target.queue)
+    engine = service()
     try:
-        queue = service().queues.get(target.queue)
+        queue = engine.directory.get(target.queue) if hot else engine.queues.get(target.queue)
     except errors.QueueNotFound:
         raise no_queue() from None
     check_target(queue, target)
@@ -371,14 +374,14 @@ def list_queue_tags(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def send_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue, target = _open(call, params, "write")
+    queue, target = _open(call, params, "write", hot=True)
     _no_group_writes(target)
     prepared = _prepare(call, queue, params)
     return _send(call, queue, [prepared])[0]
 
 
 def send_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue, target = _open(call, params, "write")
+    queue, target = _open(call, params, "write", hot=True)
     _no_group_writes(target)
     entries = _entries(params, "SendMessageBatch")
     total = sum(len(e.get("MessageBody", "").encode()) for e in entries)
@@ -518,7 +521,7 @@ def _publish(queue_name: str, messages: list[OutgoingMessage]) -> Any:
 
 
 def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue, target = _open(call, params, "read")
+    queue, target = _open(call, params, "read", hot=True)
     count = params.get("MaxNumberOfMessages", 1)
     if not 1 <= count <= MAX_BATCH_ENTRIES:
         raise invalid(
@@ -597,7 +600,7 @@ def _handle_error(handle: str) -> SqsError:
 
 
 def delete_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue, _ = _open(call, params, "read", "write")
+    queue, _ = _open(call, params, "read", "write", hot=True)
     handle = params["ReceiptHandle"]
     if _invalid_handle(queue, handle):
         raise _handle_error(handle)
@@ -606,7 +609,7 @@ def delete_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def delete_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue, _ = _open(call, params, "read", "write")
+    queue, _ = _open(call, params, "read", "write", hot=True)
     entries = _entries(params, "DeleteMessageBatch")
     good = [e for e in entries if not _invalid_handle(queue, e["ReceiptHandle"])]
     if good:
@@ -621,7 +624,7 @@ def delete_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def change_message_visibility(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue, _ = _open(call, params, "read", "write")
+    queue, _ = _open(call, params, "read", "write", hot=True)
     error = _change_visibility(queue, params["ReceiptHandle"], params["VisibilityTimeout"])
     if error is not None:
         raise error
@@ -629,7 +632,7 @@ def change_message_visibility(call: Call, params: dict[str, Any]) -> dict[str, A
 
 
 def change_message_visibility_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue, _ = _open(call, params, "read", "write")
+    queue, _ = _open(call, params, "read", "write", hot=True)
     successful, failed = [], []
     for entry in _entries(params, "ChangeMessageVisibilityBatch"):
         error = _change_visibility(queue, entry["ReceiptHandle"], entry.get("VisibilityTimeout", 0))
