@@ -105,6 +105,8 @@ def _open(call: Call, params: dict[str, Any], *scopes: str, hot: bool = False) -
     engine = service()
     try:
         queue = engine.directory.get(target.queue) if hot else engine.queues.get(target.queue)
+        if hot and target.group not in queue.groups:  # a group made a moment ago: the mirror may lag
+            queue = engine.queues.get(target.queue)
     except errors.QueueNotFound:
         raise no_queue() from None
     check_target(queue, target)
