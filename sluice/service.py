@@ -20,6 +20,7 @@ from sluice.engine.shardwork import ShardWorker
 from sluice.engine.streams import StreamReader
 from sluice.leases import KeyringSource, LeaseSigner
 from sluice.settings import Settings
+from sluice.webhooks import WebhookSigner
 
 
 class Sluice:
@@ -64,17 +65,23 @@ class Sluice:
         return Publisher(self.backend, self.directory)
 
     @cached_property
-    def keyring(self) -> KeyringSource:
+    def lease_keys(self) -> KeyringSource:
         return KeyringSource(self._read_lease_keys)
 
     @cached_property
     def consumer(self) -> Consumer:
-        signer = LeaseSigner(self.keyring, self.backend.clock)
+        signer = LeaseSigner(self.lease_keys, self.backend.clock)
         return Consumer(self.backend, self.directory, self.publisher, signer)
 
     @cached_property
     def access_keys(self) -> AccessKeys:
-        return AccessKeys(self.backend, self.keyring, self.backend.settings.token_cache_ttl_seconds)
+        """SQS access keys; their secrets derive from the lease keys' access root (engine/accesskeys.py)."""
+        return AccessKeys(self.backend, self.lease_keys, self.backend.settings.token_cache_ttl_seconds)
+
+    @cached_property
+    def webhook_signer(self) -> WebhookSigner:
+        """Signs push deliveries to webhooks; its keys derive from the lease keys (sluice/webhooks.py)."""
+        return WebhookSigner(self.lease_keys, self.backend.clock)
 
     @cached_property
     def reader(self) -> StreamReader:
