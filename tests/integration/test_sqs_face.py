@@ -283,7 +283,67 @@ def test_scopes_apply_per_action(sqs, sqs_for, queue_name):
     assert url not in sqs_for("other", ("read",)).list_queues().get("QueueUrls", [])
 
 
-def test_unknown_actions_and_wrong_types_are_sqs_errors(sqs):
-    with pytest.raises(ClientError) as wrong:
-        sqs.receive_message(QueueUrl="http://x/000000000000/none", MaxNumberOfMessages=11)
-    assert _code(wrong) in ("InvalidParameterValue", "AWS.SimpleQueueService.NonExistentQueue")
+def _signed(sqs: Any, body: bytes, headers: dict[str, str], path: str = "/") -> AWSResponse:
+    """A request an SDK would never send (its own validation stops it), signed as it would be."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+
+    request = AWSRequest(method="POST", url=f"http://{HOST}{path}", data=body, headers=headers)
+    SigV4Auth(sqs._request_signer._credentials, "sqs", "eu-west-1").add_auth(request)
+    return _in_process(request.prepare())
+
+
+def test_malformed_calls_get_sqs_errors_and_change_nothing(sqs, engine, queue_name):
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    json_type = {"Content-Type": "application/x-amz-json-1.0"}
+    cases = [
+        (b"{}", {**json_type, "X-Amz-Target": "AmazonSQS.SendMessage"}, "MissingParameter"),
+        (
+            json.dumps({"QueueUrl": url, "MessageBody": "x", "DelaySeconds": "soon"}).encode(),
+            {**json_type, "X-Amz-Target": "AmazonSQS.SendMessage"},
+            "InvalidParameterValue",
+        ),
+        (b"{not json", {**json_type, "X-Amz-Target": "AmazonSQS.SendMessage"}, "SerializationException"),
+        (b"{}", {**json_type, "X-Amz-Target": "AmazonSQS.DropEverything"}, "InvalidAction"),
+        (
+            b"Action=SendMessage&MessageBody=x",
+            {"Content-Type": "application/x-www-form-urlencoded"},
+            "MissingParameter",
+        ),
+        (
+            f"Action=SendMessage&QueueUrl={url}&MessageBody=x&DelaySeconds=later".encode(),
+            {"Content-Type": "application/x-www-form-urlencoded"},
+            "InvalidParameterValue",
+        ),
+    ]
+    for body, headers, code in cases:
+        answer = _signed(sqs, body, headers)
+        assert answer.status_code == 400, (code, answer.content)
+        if "X-Amz-Target" in headers:
+            assert json.loads(answer.content)["__type"].endswith(f"#{code}")
+            assert answer.headers["x-amzn-query-error"] == f"{code};Sender"
+        else:
+            assert f"<Code>{code}</Code>".encode() in answer.content
+    assert engine.operations.metrics(queue_name)["backlog_count"] == 0
+
+
+def test_query_protocol_clients_may_post_to_the_queue_url(sqs, engine, queue_name):
+    """Older SDKs and kombu's query mode post `Action=...` forms to the queue URL itself, without QueueUrl."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    credentials = sqs._request_signer._credentials
+    form = "Action=SendMessage&Version=2012-11-05&MessageBody=posted+to+the+queue+URL"
+    request = AWSRequest(
+        method="POST",
+        url=f"http://{HOST}/000000000000/{queue_name}",
+        data=form.encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"},
+    )
+    SigV4Auth(credentials, "sqs", "eu-west-1").add_auth(request)
+    answer = _in_process(request.prepare())
+    assert answer.status_code == 200, answer.content
+    assert b"<SendMessageResponse" in answer.content and b"<MD5OfMessageBody>" in answer.content
+    got = sqs.receive_message(QueueUrl=url)["Messages"]
+    assert [m["Body"] for m in got] == ["posted to the queue URL"]

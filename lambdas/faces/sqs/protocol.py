@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qsl
@@ -108,8 +109,9 @@ def protocol_of(headers: dict[str, str]) -> bool:
     return not headers.get("x-amz-target", "").startswith(TARGET_PREFIX)
 
 
-def decode(headers: dict[str, str], body: bytes) -> Request:
-    """The call a request makes; parameters validated against the operation's input shape."""
+def decode(headers: dict[str, str], body: bytes, path_queue: str | None = None) -> Request:
+    """The call a request makes; parameters validated against the operation's input shape. A query
+    request posted to a queue URL (`path_queue`) names its queue by the path, not a QueueUrl."""
     if not protocol_of(headers):
         action = headers["x-amz-target"][len(TARGET_PREFIX) :]
         op = operation(action)
@@ -131,20 +133,26 @@ def decode(headers: dict[str, str], body: bytes) -> Request:
             raise missing("Action")
         op = operation(action)
         params = _from_form(op.input_shape, form, "") or {} if op.input_shape else {}
+        if path_queue and op.input_shape is not None and "QueueUrl" in op.input_shape.members:
+            params.setdefault("QueueUrl", path_queue)
         query = True
     if op.input_shape is not None:
         _validate(params, op.input_shape)
     return Request(action, params, query)
 
 
+_MISSING = re.compile(r'Missing required parameter in [^:]*: "([^"]+)"')
+_VALIDATOR = ParamValidator()
+
+
 def _validate(params: dict[str, Any], shape: StructureShape) -> None:
-    report = ParamValidator().validate(params, shape)
+    report = _VALIDATOR.validate(params, shape)
     if not report.has_errors():
         return
-    first = report.errors[0]
-    if first[0] == "missing required field":
-        raise missing(first[2])
-    raise invalid(report.generate_report().splitlines()[-1].strip() or "invalid parameters")
+    text = report.generate_report()
+    if found := _MISSING.search(text):
+        raise missing(found.group(1))
+    raise invalid(text.splitlines()[-1].strip() or "invalid parameters")
 
 
 def _blobs_from_json(shape: Shape, value: Any) -> Any:

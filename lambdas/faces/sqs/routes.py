@@ -43,7 +43,7 @@ def handle(raw: dict[str, Any], path_queue: str | None, context: Any) -> tuple[i
             headers=headers,
             body=body,
         )
-        request = protocol.decode(headers, body)
+        request = protocol.decode(headers, body, path_queue)
         query = request.query
         signed_region = headers["authorization"].split("Credential=", 1)[1].split("/")[2]
         scheme = headers.get("x-forwarded-proto", "http")
