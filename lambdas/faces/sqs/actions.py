@@ -17,15 +17,17 @@ import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdas.common import idempotency
+from lambdas.common import idempotency, snapstart
 from lambdas.common.http import RESPONSE_BUDGET_BYTES
 from lambdas.common.runtime import service
 from lambdas.faces.sqs import messages as m
 from lambdas.faces.sqs.errors import SqsError, from_domain, invalid, missing, no_queue
+from lambdas.faces.sqs.protocol import service_model
 from lambdas.faces.sqs.queues import (
     NO_DLQ_MAX_RECEIVES,
     SQS_MAX_MESSAGE_BYTES,
@@ -85,14 +87,15 @@ class Call:
         return queue_arn(self.region, name)
 
 
-_META: MetaStore | None = None
-
-
+@lru_cache(maxsize=1)
 def meta_store() -> MetaStore:
-    global _META
-    if _META is None:
-        _META = MetaStore(service().backend.control)
-    return _META
+    return MetaStore(service().backend.control)
+
+
+# SnapStart (lambdas/common/restore.py): the record cache holds the engine's client, rebuilt after a
+# restore; botocore's SQS model is loaded into the snapshot so a restored broker does not parse it.
+snapstart.register_after_restore(meta_store.cache_clear)
+snapstart.register_before_snapshot(service_model)
 
 
 def _open(call: Call, params: dict[str, Any], *scopes: str, hot: bool = False) -> tuple[Queue, Target]:
@@ -673,7 +676,7 @@ def _change_visibility(queue: Queue, handle: str, seconds: int) -> SqsError | No
 
 
 def list_dead_letter_source_queues(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    dlq, target = _open(call, params, "read")
+    dlq, _ = _open(call, params, "read")
     limit = params.get("MaxResults")
     after = _token(params.get("NextToken"))
     sources: list[Queue] = []
@@ -694,7 +697,6 @@ def list_dead_letter_source_queues(call: Call, params: dict[str, Any]) -> dict[s
     out: dict[str, Any] = {"queueUrls": [call.url(q) for q in sources[:cap]]}
     if limit is not None and len(sources) > cap:
         out["NextToken"] = base64.urlsafe_b64encode(sources[cap - 1].name.encode()).decode()
-    del target
     return out
 
 
