@@ -441,14 +441,6 @@ def _prepare(call: Call, queue: Queue, entry: dict[str, Any]) -> _Prepared:
         trace = system["AWSTraceHeader"].get("StringValue") or ""
         stored[m.TRACE_ATTRIBUTE] = trace
         answer["MD5OfMessageSystemAttributes"] = m.trace_md5(trace)
-    size = len(body) + sum(
-        len(k.encode()) + len(v.encode()) for k, v in stored.items() if not k.startswith("sluice-")
-    )
-    if size > queue.settings.max_message_bytes:
-        raise invalid(
-            f"One or more parameters are invalid. Reason: Message must be shorter than "
-            f"{queue.settings.max_message_bytes} bytes."
-        )
     delay = entry.get("DelaySeconds")
     group_id = entry.get("MessageGroupId")
     dedup_id = entry.get("MessageDeduplicationId")
@@ -485,6 +477,11 @@ def _prepare(call: Call, queue: Queue, entry: dict[str, Any]) -> _Prepared:
     message = OutgoingMessage(
         body=body, content_type="text", delay_seconds=delay, partition_key=group_id, attributes=stored
     )
+    if message.size > queue.settings.max_message_bytes:  # checked here: a batch fails this entry only
+        raise invalid(
+            f"One or more parameters are invalid. Reason: Message must be shorter than "
+            f"{queue.settings.max_message_bytes} bytes."
+        )
     return _Prepared(message, answer, dedup_key)
 
 

@@ -57,28 +57,35 @@ def sqs_name(queue: str, group: str, fifo: bool) -> str:
     return base + (FIFO_SUFFIX if fifo else "")
 
 
+def _split(name: str) -> tuple[str, str | None, bool]:
+    """(queue, group or None, fifo) of an SQS name, unchecked."""
+    fifo = name.endswith(FIFO_SUFFIX)
+    queue, mark, group = (name[: -len(FIFO_SUFFIX)] if fifo else name).partition(GROUP_MARK)
+    return queue, group if mark else None, fifo
+
+
+def _group_ok(group: str | None) -> bool:
+    return group is None or (GROUP.ok(group) and group != DEFAULT_GROUP)
+
+
 def parse_name(name: str) -> Target:
     """The target an SQS queue name names; QueueDoesNotExist for a name no Sluice queue can have."""
-    fifo = name.endswith(FIFO_SUFFIX)
-    base = name[: -len(FIFO_SUFFIX)] if fifo else name
-    queue, mark, group = base.partition(GROUP_MARK)
-    if not QUEUE.ok(queue) or (mark and (not GROUP.ok(group) or group == DEFAULT_GROUP)):
+    queue, group, fifo = _split(name)
+    if not QUEUE.ok(queue) or not _group_ok(group):
         raise no_queue()
-    return Target(queue, group if mark else DEFAULT_GROUP, fifo)
+    return Target(queue, group or DEFAULT_GROUP, fifo)
 
 
 def name_for_create(name: str) -> Target:
     """CreateQueue's name, with the reason when no Sluice queue can be named so."""
-    fifo = name.endswith(FIFO_SUFFIX)
-    base = name[: -len(FIFO_SUFFIX)] if fifo else name
-    queue, mark, group = base.partition(GROUP_MARK)
+    queue, group, fifo = _split(name)
     if not QUEUE.ok(queue):
         raise invalid(
             f"Can only include alphanumeric characters, hyphens, or underscores. {QUEUE.message(queue)}"
         )
-    if mark and (not GROUP.ok(group) or group == DEFAULT_GROUP):
+    if not _group_ok(group):
         raise invalid(GROUP.message(group))
-    return Target(queue, group if mark else DEFAULT_GROUP, fifo)
+    return Target(queue, group or DEFAULT_GROUP, fifo)
 
 
 def parse_url(url: str) -> Target:
