@@ -299,6 +299,10 @@ class SluiceClient:
         """A token for `queue` (or `*`); the secret is in the answer only."""
         return self.request("POST", "/v1/tokens", {"queue": queue, "scopes": list(scopes)})
 
+    def issue_access_key(self, token_id: str) -> dict[str, Any]:
+        """SQS credentials (access key id, secret access key) acting as the token; shown once."""
+        return self.request("POST", f"/v1/tokens/{quote(token_id)}/access-key")
+
     def list_tokens(self) -> Any:
         return self.request("GET", "/v1/tokens")
 
