@@ -33,6 +33,12 @@ class TokenCreated(Wire):
     scopes: list[str]
 
 
+class AccessKeyIssued(Wire):
+    token_id: str
+    access_key_id: str
+    secret_access_key: str = Field(description="shown once; SigV4 on the SQS face as this token")
+
+
 class TokenView(Wire):
     token_id: str
     queue: str
@@ -167,3 +173,18 @@ class Redriven(Wire):
     remaining_in_source: int
     from_queue: str = Field(alias="from")
     to: str
+
+
+class WebhookKey(Wire):
+    """One public key that verifies signed webhook deliveries (RFC 8037: an Ed25519 OKP key)."""
+
+    kty: str
+    crv: str
+    x: str
+    kid: str
+    use: str
+    alg: str
+
+
+class WebhookKeys(Wire):
+    keys: list[WebhookKey]
