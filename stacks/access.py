@@ -3,15 +3,14 @@
 | function    | DynamoDB            | SSM (shard map)  | S3 segment bucket            | Lambda invoke        |
 |-------------|---------------------|------------------|------------------------------|----------------------|
 | broker      | control + shards RW | get, put, delete | put/get overflow/, put payload/ | -                 |
-| consumer    | control + shards RW | get, put         | read + list, put overflow/ payload/ | push targets |
+| consumer    | control + shards RW | get              | read + list, put overflow/ payload/ | push targets |
 | shard       | control + shards RW | -                | read/write/delete + list     | -                    |
 | coordinator | control + shards RW | get, put, delete | -                            | consumer:live, shard |
 
 Broker and consumer write `payload/*` objects (the payload tier: the broker's sends, the consumer's dead
 letters and redrives), with the tag their lifecycle rule expires them by (s3:PutObjectTagging). The
 consumer writes `overflow/*` when it moves a message over the DynamoDB item limit to a dead letter
-queue (and the shard map of a dead letter queue it creates again because it was deleted since it was
-configured), and invokes the functions of push consumers of type `lambda`: only those context
+queue, and invokes the functions of push consumers of type `lambda`: only those context
 `push_lambda_targets` names (default `sluice-<stage>-push-*`). The grants are checked against the calls
 the handlers really make by the IAM call audit of the test suite (`sluice/local/iamcheck.py`).
 
@@ -22,13 +21,12 @@ queues (their keys hash over the home region's shards) and the fallback when a r
 shard: so broker and consumer may use every region's shard tables and segment bucket (the consumer
 drains every region), while the coordinator and the shard function work on their own region's only.
 Whoever changes a queue writes its shard map in every region, so broker and coordinator may write
-the shard-map path in every region; so may the consumer, which creates a deleted dead letter queue
-again, and reads its own region's.
+the shard-map path in every region; the consumer reads its own region's.
 
 | function    | control (home / own replica) | shard tables, bucket | SSM shard-map path       |
 |-------------|------------------------------|----------------------|--------------------------|
 | broker      | RW / RW                      | every region         | RW, every region         |
-| consumer    | RW / read                    | every region         | read+write, every region |
+| consumer    | RW / read                    | every region         | read, own region         |
 | shard       | RW / read                    | own region           | -                        |
 | coordinator | RW / read                    | own region           | read+write, every region |
 
@@ -174,7 +172,7 @@ def grant_function_access(
     broker.add_to_role_policy(payload_writes())
 
     consumer = functions[c.FN_CONSUMER]
-    ssm(consumer, SSM_READ + SSM_WRITE, every_region)  # a deleted dead letter queue is created again
+    ssm(consumer, SSM_READ, [None])
     consumer.add_to_role_policy(
         iam.PolicyStatement(
             actions=["s3:GetObject"], resources=[b.arn_for_objects("*") for b in every_bucket]

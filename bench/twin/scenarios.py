@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from bench.twin.world import World, build, percentile, virtual_time
+from bench.twin.world import World, build, percentile
 from sluice import constants as c
 from sluice import errors
 from sluice.engine import mapdoc
@@ -143,10 +143,9 @@ def publish_load(
     timeline = Timeline()
     brokers = Brokers(world, _messages(), timeline)
     policy = ScalingPolicy(shard_wcu_ceiling=ScalingPolicy().shard_wcu_ceiling * sample)
-    with virtual_time(world.sim):
-        _arrivals(world, brokers, lambda t: rate(t) * sample, seconds)
-        _coordinator(world, timeline, seconds, policy)
-        world.sim.run_until(seconds)
+    _arrivals(world, brokers, lambda t: rate(t) * sample, seconds)
+    _coordinator(world, timeline, seconds, policy)
+    world.sim.run_until(seconds)
     writes = world.dynamo.write_timeline
     n = int(seconds)
     return {
@@ -209,10 +208,9 @@ def pull_load(pullers: int, batch: int, shards: int, seconds: float, backlog: in
                 failures[type(exc).__name__] += 1
                 sim.sleep(rng.uniform(0.05, 0.2))
 
-    with virtual_time(world.sim):
-        for i in range(pullers):
-            world.sim.spawn(f"puller-{i}", puller)
-        world.sim.run_until(seconds)
+    for i in range(pullers):
+        world.sim.spawn(f"puller-{i}", puller)
+    world.sim.run_until(seconds)
     stats = world.dynamo.stats
     state_puts = sum(v for (op, kind), v in stats.attempts.items() if op == "PutItem" and kind == "G#")
     conflicts = sum(v for (op, kind), v in stats.conditional_failures.items() if kind == "G#")

@@ -18,7 +18,7 @@ from typing import Any
 
 from bench.payloads import EVENTS, RANDOM_10K, RANDOM_64K, RANDOM_200, Payload
 from bench.twin.dynamo import Latency
-from bench.twin.world import S3_EXPRESS, S3_STANDARD, build, percentile, virtual_time
+from bench.twin.world import S3_EXPRESS, S3_STANDARD, build, percentile
 from sluice.codec import body_from_request
 from sluice.models import MAX_SEND_BYTES, OutgoingMessage
 
@@ -77,9 +77,8 @@ def one(payload: Payload, batch: int, model: str, seconds: float) -> dict[str, A
         if nxt < seconds:
             sim.at(nxt, arrive)
 
-    with virtual_time(sim):
-        sim.at(0.0, arrive)
-        sim.run_until(seconds + 5)
+    sim.at(0.0, arrive)
+    sim.run_until(seconds + 5)
     puts = [took for op, took in world.engine.backend.bucket._client.calls if op == "PutObject"]
     return {
         "payload": payload.label,

@@ -12,7 +12,6 @@ import json
 import math
 import random
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from types import SimpleNamespace
@@ -26,8 +25,9 @@ from bench.twin.sim import Sim
 from sluice import codec
 from sluice.adapters.dynamo import Table
 from sluice.adapters.s3 import Bucket
-from sluice.engine import consume, payloads, publish
 from sluice.engine.backend import Backend
+from sluice.engine.clock import Clock
+from sluice.engine.store.dynamo import DynamoShardStore
 from sluice.service import Sluice
 from sluice.settings import Settings
 
@@ -194,27 +194,24 @@ def build(seed: int = 14, s3_latency: Latency = S3_STANDARD) -> World:
         mirror=mirror,  # type: ignore[arg-type]
         bucket=TwinBucket(settings.segment_bucket, _S3Client(sim, s3_latency)),
         lease_secret=_Secret(),  # type: ignore[arg-type]
-        clock=sim.now_ms,
+        clock=twin_clock(sim),
     )
+    backend.store = twin_store(backend)
     world = World(sim, dynamo, None, mirror, settings.shard_map_ttl_seconds)  # type: ignore[arg-type]
     world.engine = Sluice(backend, read_mirror=world.read_mirror, read_lease_keys=lambda _force: KEYRING)
     return world
 
 
-@contextmanager
-def virtual_time(sim: Sim):
-    """The consumer's commit backoff sleeps in virtual time, charged to the actor. Batch encoding and
-    decoding are memoised: scenarios send the same batch over and over, and zlib on it was most of
-    the simulation's wall time; the bytes stored are the codec's own, so nothing the twin measures
-    changes (only Lambda CPU, which the twin does not model)."""
-    real = consume.time, publish.encode_batch, payloads.decode_batch
-    consume.time = SimpleNamespace(sleep=sim.sleep, monotonic=sim.monotonic)  # type: ignore[assignment]
-    publish.encode_batch = _memo_encode
-    payloads.decode_batch = _memo_decode
-    try:
-        yield
-    finally:
-        consume.time, publish.encode_batch, payloads.decode_batch = real
+def twin_clock(sim: Sim) -> Clock:
+    """The engine's clock in virtual time: its waits (long-polls, commit backoff) are the actor's."""
+    return Clock(now_ms=sim.now_ms, monotonic=sim.monotonic, sleep=sim.sleep)
+
+
+def twin_store(backend: Backend) -> DynamoShardStore:
+    """The real shard store, with batch encoding and decoding memoised: scenarios send the same batch
+    over and over, and zlib on it was most of the simulation's wall time; the bytes stored are the
+    codec's own, so nothing the twin measures changes (only Lambda CPU, which the twin does not model)."""
+    return DynamoShardStore(backend, encode=_memo_encode, decode=_memo_decode)
 
 
 @lru_cache(maxsize=256)

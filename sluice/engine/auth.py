@@ -16,7 +16,6 @@ import hashlib
 import hmac
 import secrets
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -128,7 +127,7 @@ class TokenStore:
         if not token:
             raise errors.Unauthorized("missing token: send 'Authorization: Bearer <token>'")
         digest = _digest(token)
-        now = time.monotonic()
+        now = self.backend.clock.monotonic()
         with self._lock:
             cached = self._cache.get(digest)
         if cached and cached[0] > now:

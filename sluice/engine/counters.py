@@ -1,21 +1,16 @@
 """Per-shard write counters that ride on the publish path's head update: no extra round trip.
 
 Every allocation adds its request, message and byte counts to the shard's HEAD item in the same
-UpdateItem (`ADD wreq, wmsgs, wbytes`). Throttles and conditional conflicts a broker saw on a shard are
-counted in process and carried on that shard's next successful allocation (`ADD thr, cfl`). The
-coordinator reads the HEAD items and turns deltas between its runs into rates.
+UpdateItem (`ADD wreq, wmsgs, wbytes`; the store writes `HeadCounts`). Throttles and conditional
+conflicts a broker saw on a shard are counted in process and carried on that shard's next successful
+allocation (`ADD thr, cfl`). The coordinator reads the HEAD items and turns deltas into rates.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
 
-from sluice.engine.keys import HEAD_COUNTERS
-
-# Attribute names on the HEAD item (the schema is sluice.engine.keys).
-REQUESTS, MESSAGES, BYTES, THROTTLES, CONFLICTS = HEAD_COUNTERS
-COUNTER_ATTRIBUTES = HEAD_COUNTERS
+from sluice.engine.store.items import HeadCounts
 
 
 class ShardCounters:
@@ -35,30 +30,17 @@ class ShardCounters:
         with self._lock:
             self._carry.setdefault(pk, [0, 0])[index] += 1
 
-    def add_clause(
-        self, pk: str, count: int, nbytes: int, names: dict[str, str], values: dict[str, Any]
-    ) -> tuple[str, tuple[int, int]]:
-        """The ` ADD ...` clause for one allocation, and the carried counts it consumes.
-
-        The caller gives the carried counts back with `restore` when the update did not apply.
-        """
+    def take(self, pk: str, count: int, nbytes: int) -> HeadCounts:
+        """What one allocation adds to the HEAD's counters, the carried throttles and conflicts
+        included (given back with `restore` when the allocation did not apply)."""
         with self._lock:
             thr, cfl = self._carry.pop(pk, (0, 0))
-        names.update({"#cr": REQUESTS, "#cm": MESSAGES, "#cb": BYTES})
-        values.update({":cr": 1, ":cm": count, ":cb": nbytes})
-        clause = " ADD #cr :cr, #cm :cm, #cb :cb"
-        if thr:
-            names["#ct"], values[":ct"] = THROTTLES, thr
-            clause += ", #ct :ct"
-        if cfl:
-            names["#cc"], values[":cc"] = CONFLICTS, cfl
-            clause += ", #cc :cc"
-        return clause, (thr, cfl)
+        return HeadCounts(requests=1, messages=count, bytes=nbytes, throttles=thr, conflicts=cfl)
 
-    def restore(self, pk: str, carried: tuple[int, int]) -> None:
-        if carried == (0, 0):
+    def restore(self, pk: str, counts: HeadCounts) -> None:
+        if not counts.throttles and not counts.conflicts:
             return
         with self._lock:
             slot = self._carry.setdefault(pk, [0, 0])
-            slot[0] += carried[0]
-            slot[1] += carried[1]
+            slot[0] += counts.throttles
+            slot[1] += counts.conflicts

@@ -1,13 +1,10 @@
 """The storage schema, in one place: every item key and every attribute name the engine reads or writes,
-with typed views of the items read most (a shard's HEAD, a batch item). See docs/design.md for the
-table layout. Segment object keys belong to the segment format shared with the Glue jobs
+used by the stores that own them (the shard tables' items: `sluice.engine.store`). See docs/design.md
+for the table layout. Segment object keys belong to the segment format shared with the Glue jobs
 (`sluice.segmentformat.segment_key`); the segment index item's own fields are `sluice.segments.SegmentRef`.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Any
 
 from sluice import constants
 from sluice.models import Queue
@@ -69,6 +66,8 @@ HEAD_SEALED_MS = "sealed_ms"
 HEAD_FLUSHED = "flushed"  # every sequence below it is in an S3 segment
 HEAD_TTL_SET = "ttl_set"  # bottomless queues: items below it have their TTL set after the flush
 HEAD_PRODUCER_VERSION = "pver"  # the highest producer version seen (fences older producers)
+HEAD_MAP_VERSION = "mv"  # the shard-map version the coordinator stamped (brokers learn of new maps from it)
+HEAD_MAP_ROUTE = "mo"  # with it: "<config digest>/<tables>/<open id ranges of the HEAD's region>" (issue 23)
 # Write counters (sluice.engine.counters): requests, messages, bytes, throttles, conflicts
 HEAD_COUNTERS = ("wreq", "wmsgs", "wbytes", "thr", "cfl")
 
@@ -105,57 +104,6 @@ OWNER_HOLDER = "holder"
 OWNER_EXPIRES_MS = "exp_ms"
 OWNER_TOKEN = "tok"
 OWNER_RELEASED = "rel"
-
-
-@dataclass(frozen=True)
-class Head:
-    """A shard's HEAD item, typed (an absent HEAD reads as a fresh shard)."""
-
-    next: int = 0
-    ts: int = 0
-    floor: int = 0
-    sealed: bool = False
-    flushed: int = 0
-    counters: tuple[int, ...] = (0,) * len(HEAD_COUNTERS)  # running totals, in HEAD_COUNTERS order
-
-    @classmethod
-    def of(cls, item: dict[str, Any] | None) -> Head:
-        item = item or {}
-        return cls(
-            counters=tuple(int(item.get(attr, 0)) for attr in HEAD_COUNTERS),
-            next=int(item.get(HEAD_NEXT, 0)),
-            ts=int(item.get(HEAD_TS, 0)),
-            floor=int(item.get(HEAD_FLOOR, 0)),
-            sealed=bool(item.get(HEAD_SEALED)),
-            flushed=int(item.get(HEAD_FLUSHED, 0)),
-        )
-
-
-@dataclass(frozen=True)
-class BatchItem:
-    """A batch item, typed: sequences [first, first + count) written at `ts`."""
-
-    first: int
-    count: int
-    ts: int
-    gap: bool
-    data: bytes | None
-    payload_key: str | None = None  # the bodies are in this S3 object (the payload tier)
-
-    @classmethod
-    def of(cls, item: dict[str, Any]) -> BatchItem:
-        return cls(
-            first=seq_of(item[SK]),
-            count=int(item[ITEM_COUNT]),
-            ts=int(item[ITEM_TS]),
-            gap=bool(item.get(ITEM_GAP)),
-            data=item.get(ITEM_DATA),
-            payload_key=item.get(ITEM_PAYLOAD),
-        )
-
-    @property
-    def end(self) -> int:
-        return self.first + self.count
 
 
 def queue_pk(name: str) -> str:
@@ -209,7 +157,11 @@ def fence_attribute(region: str | None) -> str:
 
 def shard_pk(queue: Queue, shard_id: int) -> str:
     """Scoped by incarnation: a queue deleted and made again never sees the old one's items."""
-    return f"{queue.name}#{queue.incarnation}#{shard_id}"
+    return shard_partition(queue.name, queue.incarnation, shard_id)
+
+
+def shard_partition(queue_name: str, incarnation: str, shard_id: int) -> str:
+    return f"{queue_name}#{incarnation}#{shard_id}"
 
 
 def segment_index_pk(queue_name: str, incarnation: str, shard_id: int) -> str:

@@ -1,7 +1,7 @@
 """A batch item's payload: inline in the item, or in the payload tier (one S3 object per send).
 
-The one place that turns a batch item into its messages with their bodies: every reader (pulls,
-stream reads, peek, metrics, the shard worker's flush) goes through `messages()`.
+The shard store (`sluice.engine.store`) is the one place that turns a batch item into its messages:
+for a payload-tier item it hands back an `ItemMessages`, which fetches the bodies from S3 as asked.
 
 Payload tier (chosen per send by `sluice.engine.tierpolicy`):
 - The object, `payload/<shard pk>/<first seq 16d>` in the shard's segment bucket, holds the send's
@@ -19,14 +19,15 @@ Payload tier (chosen per send by `sluice.engine.tierpolicy`):
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, overload
+from typing import overload
 
 from sluice import constants, errors
 from sluice.adapters.s3 import Bucket
-from sluice.codec import StoredMessage, decode_batch
-from sluice.engine import keys, tierpolicy
+from sluice.codec import StoredMessage
+from sluice.engine import tierpolicy
+from sluice.offsets import seq_key
 
 
 class PayloadMissing(errors.DependencyUnavailable):
@@ -39,7 +40,7 @@ def object_prefix(shard_pk: str) -> str:
 
 
 def object_key(shard_pk: str, first_seq: int) -> str:
-    return f"{object_prefix(shard_pk)}{keys.seq_key(first_seq)}"
+    return f"{object_prefix(shard_pk)}{seq_key(first_seq)}"
 
 
 def seq_of_key(key: str) -> int:
@@ -62,10 +63,9 @@ class TierObject:
         tags = {constants.PAYLOAD_DAYS_TAG: str(days)}
         return cls(object_key(shard_pk, first_seq), data, index, tags)
 
-    def item_attributes(self, index_offset: int) -> dict[str, Any]:
-        """The pointer attributes of the item whose first message is `index[index_offset]`."""
-        base = sum(m.payload_len or 0 for m in self.index[:index_offset])
-        return {keys.ITEM_PAYLOAD: self.key} | ({keys.ITEM_PAYLOAD_BASE: base} if base else {})
+    def base_of(self, index_offset: int) -> int:
+        """Where the body of `index[index_offset]` starts in the object (an item's `pb`)."""
+        return sum(m.payload_len or 0 for m in self.index[:index_offset])
 
 
 def plan(
@@ -85,22 +85,23 @@ def plan(
     return tierpolicy.choose_tier("auto", shape)
 
 
-class ItemMessages(Sequence[StoredMessage]):
-    """The messages of one batch item, bodies included. Inline items are decoded at once; a tier
-    item's bodies are fetched on first access, from the message asked for to the item's end in one
-    ranged GET (readers walk forward), earlier ones by another GET if asked for later. Overflow
-    bodies (over 256 KB, inline items) are fetched one by one, as asked for."""
+ReadRange = Callable[[str, int, int], bytes | None]
+"""(object key, start, end) → bytes [start, end) of the object, or None if it is not there."""
 
-    def __init__(self, bucket: Bucket, item: dict[str, Any]) -> None:
-        self._bucket = bucket
-        self._stored = list(decode_batch(item[keys.ITEM_DATA]))
-        self._key: str | None = item.get(keys.ITEM_PAYLOAD)
+
+class ItemMessages(Sequence[StoredMessage]):
+    """The messages of one payload-tier batch item, bodies included, from its index (`headers`: the
+    item's decoded `d`). Bodies are fetched on first access, from the message asked for to the item's
+    end in one ranged GET (readers walk forward), earlier ones by another GET if asked for later."""
+
+    def __init__(self, read_range: ReadRange, key: str, base: int, headers: Iterable[StoredMessage]) -> None:
+        self._read_range = read_range
+        self._key = key
+        self._stored = list(headers)
         self._loaded_from = len(self._stored)  # bodies [_loaded_from, len) are in place
-        if self._key is not None:
-            starts = [int(item.get(keys.ITEM_PAYLOAD_BASE, 0))]
-            for m in self._stored:
-                starts.append(starts[-1] + (m.payload_len or 0))
-            self._starts = starts
+        self._starts = [base]
+        for m in self._stored:
+            self._starts.append(self._starts[-1] + (m.payload_len or 0))
 
     def __len__(self) -> int:
         return len(self._stored)
@@ -114,24 +115,15 @@ class ItemMessages(Sequence[StoredMessage]):
             return [self[i] for i in range(*index.indices(len(self)))]
         if index < 0:
             index += len(self)
-        if self._key is not None and index < self._loaded_from:
+        if index < self._loaded_from:
             self._load(index, self._loaded_from)
-        msg = self._stored[index]
-        if msg.overflow_key:
-            body = self._bucket.get(msg.overflow_key) or b""
-            msg = self._stored[index] = replace(msg, body=body, overflow_key=None)
-        return msg
+        return self._stored[index]
 
     def __iter__(self) -> Iterator[StoredMessage]:
         return (self[i] for i in range(len(self)))
 
-    def headers(self) -> list[StoredMessage]:
-        """The messages as the item holds them, without fetching any body (sizes: `body_size`)."""
-        return list(self._stored)
-
     def _load(self, lo: int, hi: int) -> None:
-        assert self._key is not None
-        data = self._bucket.get_range(self._key, self._starts[lo], self._starts[hi])
+        data = self._read_range(self._key, self._starts[lo], self._starts[hi])
         if data is None:
             raise PayloadMissing(f"payload object {self._key} is missing; retry shortly")
         base = self._starts[lo]
@@ -139,11 +131,6 @@ class ItemMessages(Sequence[StoredMessage]):
             body = data[self._starts[i] - base : self._starts[i + 1] - base]
             self._stored[i] = replace(self._stored[i], body=body, payload_len=None)
         self._loaded_from = lo
-
-
-def messages(bucket: Bucket, item: dict[str, Any]) -> ItemMessages:
-    """A batch item's messages (the item must not be a gap tombstone)."""
-    return ItemMessages(bucket, item)
 
 
 def orphans_in(bucket: Bucket, shard_pk: str, lo: int, hi: int) -> int:

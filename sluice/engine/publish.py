@@ -12,16 +12,14 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from sluice import errors, faults, offsets
-from sluice.adapters.dynamo import ConditionFailed
-from sluice.codec import StoredMessage, encode_batch, encoded_size
+from sluice.codec import StoredMessage, encoded_size
 from sluice.engine import keys, payloads, regions, tierpolicy
 from sluice.engine.backend import Backend
 from sluice.engine.counters import ShardCounters
 from sluice.engine.queues import QueueDirectory
+from sluice.engine.store import Allocation, AllocationRefused, HeadGuard, ShardAddress, SlotTaken
 from sluice.models import MAX_BATCH_MESSAGES, MAX_REQUEST_BYTES, OutgoingMessage, PublishResult, Queue, Shard
 
 ITEM_BYTES = 350 * 1024  # DynamoDB items stop at 400 KB; keep room for keys and attributes
@@ -31,7 +29,15 @@ _MAX_ALLOCATE_ATTEMPTS = 6
 
 def message_id(queue: Queue, shard_id: int, seq: int) -> str:
     """Derived, not stored: unique per queue incarnation, and it names where the message lives."""
-    return f"{queue.incarnation}{shard_id:04x}{seq:012x}"
+    return _message_id(queue.incarnation, shard_id, seq)
+
+
+def message_id_at(at: ShardAddress, seq: int) -> str:
+    return _message_id(at.incarnation, at.id, seq)
+
+
+def _message_id(incarnation: str, shard_id: int, seq: int) -> str:
+    return f"{incarnation}{shard_id:04x}{seq:012x}"
 
 
 def shard_for_key(shards: Sequence[Shard], partition_key: str) -> Shard:
@@ -39,24 +45,6 @@ def shard_for_key(shards: Sequence[Shard], partition_key: str) -> Shard:
     ordered = sorted(shards, key=lambda s: s.id)
     digest = hashlib.blake2b(partition_key.encode(), digest_size=8).digest()
     return ordered[int.from_bytes(digest, "big") % len(ordered)]
-
-
-@dataclass
-class Allocation:
-    first_seq: int
-    timestamp_ms: int
-
-
-@dataclass
-class HeadGuard:
-    """Extra state changed on the shard head atomically with an allocation (open-protocol streams:
-    closure, producer epochs and sequences). The allocation holds only while the head's `field`
-    still has the value `expected` the caller decided on (optimistic concurrency); `updates` are SET
-    in the same write."""
-
-    field: str
-    expected: int | None  # None: the attribute must not exist yet
-    updates: dict[str, Any]
 
 
 class HeadChanged(errors.Conflict):
@@ -228,70 +216,39 @@ class Publisher:
         *,
         guard: HeadGuard | None = None,
     ) -> Allocation:
-        table = self.backend.table_for(shard)
-        pk = keys.shard_pk(queue, shard.id)
+        at = ShardAddress.of(queue, shard)
+        store = self.backend.store
         now = self.backend.clock()
         for _ in range(_MAX_ALLOCATE_ATTEMPTS):
-            expression = "SET #n = if_not_exists(#n, :zero) + :count, #ts = :now"
-            condition = "attribute_not_exists(#sealed) AND (attribute_not_exists(#ts) OR #ts <= :now)"
-            names = {"#n": keys.HEAD_NEXT, "#ts": keys.HEAD_TS, "#sealed": keys.HEAD_SEALED}
-            values: dict[str, Any] = {":zero": 0, ":count": count, ":now": now}
-            if version is not None:
-                expression += ", #pv = :pv"
-                condition += " AND (attribute_not_exists(#pv) OR #pv <= :pv)"
-                names["#pv"] = keys.HEAD_PRODUCER_VERSION
-                values[":pv"] = version
-            if guard is not None:
-                names["#gf"] = guard.field
-                if guard.expected is None:
-                    condition += " AND attribute_not_exists(#gf)"
-                else:
-                    condition += " AND #gf = :gexp"
-                    values[":gexp"] = guard.expected
-                for index, (attr, value) in enumerate(guard.updates.items()):
-                    names[f"#g{index}"], values[f":g{index}"] = attr, value
-                    expression += f", #g{index} = :g{index}"
-            counted, carried = self.counters.add_clause(pk, count, nbytes, names, values)
+            counts = self.counters.take(at.pk, count, nbytes)
             try:
-                new = table.update(
-                    pk,
-                    keys.HEAD_SK,
-                    expression + counted,
-                    condition=condition,
-                    names=names,
-                    values=values,
-                    returns="ALL_NEW" if guard is not None else "UPDATED_NEW",
-                )
+                return store.allocate(at, count, now, counts, producer_version=version, guard=guard)
             except errors.Throttled:
-                self.counters.restore(pk, carried)
-                self.counters.note_throttle(pk)
+                self.counters.restore(at.pk, counts)
+                self.counters.note_throttle(at.pk)
                 raise
-            except ConditionFailed as exc:
-                self.counters.restore(pk, carried)
-                head = exc.item or {}
-                if head.get(keys.HEAD_SEALED):
+            except AllocationRefused as exc:
+                self.counters.restore(at.pk, counts)
+                head = exc.head
+                if head.sealed:
                     raise _ShardSealed from exc
-                if guard is not None and head.get(guard.field) != guard.expected:
+                if guard is not None and exc.guard_value != guard.expected:
                     raise HeadChanged("the stream changed concurrently; decide again") from exc
-                if version is not None and head.get(keys.HEAD_PRODUCER_VERSION, 0) > version:
+                if version is not None and head.producer_version > version:
                     raise errors.ProducerFenced(
                         "Producer version too old",
-                        current_version=head[keys.HEAD_PRODUCER_VERSION],
+                        current_version=head.producer_version,
                         provided_version=version,
                     ) from exc
-                now = max(now, head.get(keys.HEAD_TS, now))  # another broker's clock ran ahead: follow it
-                self.counters.note_conflict(pk)
+                now = max(now, head.ts)  # another broker's clock ran ahead: follow it
+                self.counters.note_conflict(at.pk)
                 continue
-            assert new is not None
-            # moto leaves an unchanged `next` out of UPDATED_NEW (a pure version bump, count 0)
-            return Allocation(first_seq=new.get(keys.HEAD_NEXT, count) - count, timestamp_ms=now)
         raise errors.DependencyUnavailable("the shard head is contended; retry shortly")
 
     def _write(
         self, queue: Queue, shard: Shard, alloc: Allocation, messages: Sequence[OutgoingMessage]
     ) -> None:
-        table = self.backend.table_for(shard)
-        pk = keys.shard_pk(queue, shard.id)
+        at = ShardAddress.of(queue, shard)
         default_delay = queue.settings.delivery_delay_seconds
         stored: list[StoredMessage] = []
         for offset_in_batch, msg in enumerate(messages):
@@ -299,7 +256,7 @@ class Publisher:
             delay = default_delay if msg.delay_seconds is None else msg.delay_seconds
             body, overflow_key = msg.body, None
             if len(body) > OVERFLOW_BYTES:
-                overflow_key = keys.overflow_key(pk, seq)
+                overflow_key = keys.overflow_key(at.pk, seq)
                 self.backend.bucket_for(shard).put(overflow_key, body)
                 body = b""
             stored.append(
@@ -320,25 +277,18 @@ class Publisher:
         tier = None
         if payloads.plan(settings.payload_tier, stored, hot_seconds, settings.bottomless) == "s3":
             days = tierpolicy.object_days(hot_seconds, settings.bottomless)
-            tier = payloads.TierObject.of(pk, alloc.first_seq, stored, days)
+            tier = payloads.TierObject.of(at.pk, alloc.first_seq, stored, days)
             self.backend.bucket_for(shard).put(tier.key, tier.data, tags=tier.tags)
             faults.crash_point(faults.TIER_AFTER_PUT)
             stored = tier.index
         for first, chunk in _pack(alloc.first_seq, stored):
-            item: dict[str, Any] = {
-                keys.PK: pk,
-                keys.SK: keys.msg_sk(first),
-                keys.ITEM_COUNT: len(chunk),
-                keys.ITEM_TS: alloc.timestamp_ms,
-                keys.ITEM_DATA: encode_batch(chunk),
-            }
-            if tier is not None:
-                item |= tier.item_attributes(first - alloc.first_seq)
-            if expires is not None:
-                item[keys.TTL] = expires
+            key = None if tier is None else tier.key
+            base = 0 if tier is None else tier.base_of(first - alloc.first_seq)
             try:
-                table.put(item, condition=keys.NEW_ITEM)
-            except ConditionFailed as exc:
+                self.backend.store.write_batch(
+                    at, first, alloc.timestamp_ms, chunk, expires, object_key=key, object_base=base
+                )
+            except SlotTaken as exc:
                 raise errors.WriteRaced(
                     "the send stalled so long that its slot was sealed as a gap; nothing was stored, retry"
                 ) from exc

@@ -10,7 +10,6 @@ from __future__ import annotations
 import builtins
 import logging
 import secrets
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -223,7 +222,7 @@ class QueueRegistry:
             return ref
         item = self.backend.control.get(keys.queue_id_pk(ref), keys.QUEUE_ID_SK)
         if item is not None:
-            return item[keys.QUEUE_NAME]
+            return str(item[keys.QUEUE_NAME])
         return self._find_unindexed(ref) or ref
 
     def _find_unindexed(self, queue_id: str) -> str | None:
@@ -273,7 +272,7 @@ class QueueRegistry:
             try:
                 self.backend.control.put(self._item(updated), condition=condition, names=names, values=values)
             except ConditionFailed:
-                time.sleep(0.01 * (attempt + 1))
+                self.backend.clock.sleep(0.01 * (attempt + 1))
                 continue
             if fence is not None:
                 faults.crash_point(faults.COORDINATOR_AFTER_MAP_WRITE)

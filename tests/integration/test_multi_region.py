@@ -193,7 +193,7 @@ def test_a_consumer_drains_every_region_once_per_group_and_acks_in_the_shards_re
         reads = home.consumer.shard_states.read(current, current.shards, [group])  # one call per region
         assert sum(read.head.next for read in reads) == len(sent)
         for read in reads:
-            assert read.table.region == (read.shard.region or HOME)
+            assert home.backend.table_for(read.shard).region == (read.shard.region or HOME)
             assert read.backlog(group) == 0, f"shard {read.shard.id} ({read.shard.region}) still has work"
 
 
