@@ -15,6 +15,7 @@ from sluice.engine.store import (
     HeadCounts,
     HeadGuard,
     InlinePayload,
+    ObjectPayload,
     ShardAddress,
     ShardStore,
     SlotTaken,
@@ -92,6 +93,24 @@ def test_batches_scan_in_order_and_a_sealed_gap_refuses_the_late_writer(store: S
     assert before is not None and before.first == 0
     assert sorted(store.items(AT, [0, 4, 7])) == [0, 4]
     assert not store.seal_gap(AT, 4, 5, 1)  # taken: the caller re-reads
+
+
+def test_a_payload_tier_item_reads_its_bodies_from_its_object_in_one_ranged_read(store: ShardStore) -> None:
+    from sluice.engine.payloads import TierObject
+
+    sent = msgs(b"alpha", b"", b"gamma-gamma")
+    tier = TierObject.of(AT.pk, 0, sent, days=5)
+    if isinstance(store, MemoryShardStore):
+        store.put_object(tier.key, tier.data, AT)
+    else:
+        store.backend.bucket_for(AT.shard).put(tier.key, tier.data, tags=tier.tags)
+    store.write_batch(AT, 0, 100, tier.index[:2], None, object_key=tier.key)
+    store.write_batch(AT, 2, 100, tier.index[2:], None, object_key=tier.key, object_base=tier.base_of(2))
+    first, second = list(store.scan(AT, 0))
+    assert isinstance(first.payload, ObjectPayload) and first.payload.key == tier.key
+    assert store.body_sizes(AT, first) == [5, 0]
+    assert [m.body for m in store.messages(AT, first)] == [b"alpha", b""]
+    assert [m.body for m in store.messages(AT, second)] == [b"gamma-gamma"]
 
 
 def test_floor_flush_marks_and_expiry(store: ShardStore) -> None:
