@@ -217,6 +217,11 @@ class SluiceClient:
     def retry(self, queue: str, lease_ids: Iterable[str], delay_seconds: int | None = None) -> dict[str, Any]:
         return self.ack(queue, [], [(lease, delay_seconds) for lease in lease_ids])
 
+    def peek(self, queue: str, batch_size: int = 5, consumer_group: str = "default") -> list[dict[str, Any]]:
+        """Up to `batch_size` unacked messages of a group, without leasing them or counting a delivery."""
+        body = {"batch_size": batch_size, "consumer_group": consumer_group}
+        return self.request("POST", f"/v1/queues/{quote(queue)}/messages/peek", body)["messages"]
+
     def extend(self, queue: str, lease_ids: Iterable[str], visibility_timeout_ms: int) -> dict[str, Any]:
         body = {"lease_ids": list(lease_ids), "visibility_timeout_ms": visibility_timeout_ms}
         return self.request("POST", f"/v1/queues/{quote(queue)}/messages/lease", body)

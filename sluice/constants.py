@@ -221,6 +221,7 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("POST", f"{_V1_Q}/messages/pull", FN_CONSUMER, (READ,), _QP),
     Route("POST", f"{_V1_Q}/messages/ack", FN_CONSUMER, (READ, WRITE), _QP),
     Route("POST", f"{_V1_Q}/messages/lease", FN_CONSUMER, (READ, WRITE), _QP),
+    Route("POST", f"{_V1_Q}/messages/peek", FN_CONSUMER, (READ,), _QP),
     # Queue semantics: consumer groups, operations and metrics (broker), the Cloudflare Queues face.
     Route("POST", f"{_V1_Q}/consumer-groups", FN_BROKER, (ADMIN,), _QP),
     Route("GET", f"{_V1_Q}/consumer-groups", FN_BROKER, (READ,), _QP),

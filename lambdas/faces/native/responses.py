@@ -56,6 +56,19 @@ class NativeMessage(Wire):
     lease_id: str
 
 
+class PeekedMessage(Wire):
+    id: str
+    body: Any = Field(description="JSON value (json), string (text) or base64 (bytes)")
+    content_type: str
+    timestamp_ms: int
+    attempts: int = Field(description="deliveries so far (a peek is not one)")
+    attributes: dict[str, str]
+
+
+class Peeked(Wire):
+    messages: list[PeekedMessage]
+
+
 class Acked(Wire):
     ackCount: int
     retryCount: int

@@ -92,6 +92,11 @@ class Pull(Strict):
         return self.visibility_timeout_ms or self.visibility_timeout
 
 
+class Peek(Strict):
+    batch_size: int = Field(5, ge=1, le=MAX_PULL_BATCH)
+    consumer_group: GroupName = DEFAULT_GROUP
+
+
 class RetryRef(LeaseRef):
     delay_seconds: DelaySeconds | None = None
 
