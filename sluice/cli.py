@@ -134,7 +134,7 @@ def cmd_token_create(args: argparse.Namespace) -> None:
     """With an admin SLUICE_TOKEN: over HTTP. Without one (the first token): straight into the control
     table named by SLUICE_CONTROL_TABLE etc., with the caller's AWS credentials."""
     if args.token or os.environ.get("SLUICE_TOKEN"):
-        _emit(args, _client(args).create_token(args.queue, args.scope))
+        _emit(args, _client(args).create_token(args.queue, args.scope, args.expires_in))
         return
     from sluice.service import Sluice
     from sluice.settings import Settings
@@ -147,8 +147,11 @@ def cmd_token_create(args: argparse.Namespace) -> None:
             f"{c.ENV_CONTROL_TABLE}, {c.ENV_SHARD_TABLES}, {c.ENV_SEGMENT_BUCKET}, {c.ENV_SHARD_MAP_PREFIX}"
             "); see docs/deploy.md"
         )
-    token_id, token = Sluice.from_settings(settings).tokens.create(args.queue, args.scope)
-    _emit(args, {"token_id": token_id, "token": token, "queue": args.queue, "scopes": args.scope})
+    tokens = Sluice.from_settings(settings).tokens
+    expires = None if args.expires_in is None else tokens.expiry_after(args.expires_in)
+    token_id, token = tokens.create(args.queue, args.scope, expires_ms=expires)
+    minted = {"token_id": token_id, "token": token, "queue": args.queue, "scopes": args.scope}
+    _emit(args, {**minted, "expires_on": expires})
 
 
 def cmd_token_list(args: argparse.Namespace) -> None:
@@ -478,6 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
     create = http(token_sub.add_parser("create"))
     create.add_argument("--queue", required=True, help="queue name, or * for all queues")
     create.add_argument("--scope", action="append", required=True, choices=["read", "write", "admin"])
+    create.add_argument("--expires-in", type=int, metavar="SECONDS", help="refused after this long")
     create.set_defaults(func=cmd_token_create)
     http(token_sub.add_parser("list")).set_defaults(func=cmd_token_list)
     revoke = http(token_sub.add_parser("revoke"))

@@ -298,9 +298,15 @@ class SluiceClient:
 
     # --- tokens ---------------------------------------------------------------------------------------
 
-    def create_token(self, queue: str, scopes: Iterable[str]) -> dict[str, Any]:
-        """A token for `queue` (or `*`); the secret is in the answer only."""
-        return self.request("POST", "/v1/tokens", {"queue": queue, "scopes": list(scopes)})
+    def create_token(
+        self, queue: str, scopes: Iterable[str], expires_in_seconds: int | None = None
+    ) -> dict[str, Any]:
+        """A token for `queue` (or `*`), refused after `expires_in_seconds` when given; the secret is in
+        the answer only."""
+        body: dict[str, Any] = {"queue": queue, "scopes": list(scopes)}
+        if expires_in_seconds is not None:
+            body["expires_in_seconds"] = expires_in_seconds
+        return self.request("POST", "/v1/tokens", body)
 
     def list_tokens(self) -> Any:
         return self.request("GET", "/v1/tokens")

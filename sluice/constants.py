@@ -208,7 +208,7 @@ _OPEN_STREAM = OPEN_STREAM_ROUTE_PREFIX + "{path+}"
 ROUTES: Final[tuple[Route, ...]] = (
     # Queue administration, tokens and operations: the broker (control-plane writes are rare).
     Route("POST", "/v1/queues", FN_BROKER, (ADMIN,)),
-    Route("GET", "/v1/queues", FN_BROKER, (ADMIN,)),
+    Route("GET", "/v1/queues", FN_BROKER, (READ,)),  # a token bound to one queue lists that one
     Route("GET", _V1_Q, FN_BROKER, (READ,), _QP),
     Route("PATCH", _V1_Q, FN_BROKER, (ADMIN,), _QP),
     Route("DELETE", _V1_Q, FN_BROKER, (ADMIN,), _QP),

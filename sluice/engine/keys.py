@@ -51,6 +51,7 @@ TOKEN_ID = "token_id"  # token item (token_pk): the id its listing item (TOKENS_
 TOKEN_DIGEST = "digest"  # listing item: the token's SHA-256, to find and drop its token item
 TOKEN_QUEUE = "queue"  # both: the queue the token is bound to (`*`: all)
 TOKEN_SCOPES = "scopes"
+TOKEN_EXPIRES_MS = "expires_ms"  # both, when minted with a lifetime: refused from then on
 
 # Shard tables
 HEAD_SK = "HEAD"

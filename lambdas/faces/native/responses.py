@@ -31,6 +31,7 @@ class TokenCreated(Wire):
     token: str = Field(description="shown once")
     queue: str
     scopes: list[str]
+    expires_on: int | None = Field(None, description="epoch milliseconds; absent: never")
 
 
 class TokenView(Wire):
@@ -38,6 +39,7 @@ class TokenView(Wire):
     queue: str
     scopes: list[str]
     created_on: int = Field(description="epoch milliseconds")
+    expires_on: int | None = Field(None, description="epoch milliseconds; absent: never")
 
 
 class Sent(Wire):
