@@ -109,13 +109,12 @@ def cmd_local(args: argparse.Namespace) -> None:
             replication_lag_ms=args.replication_lag_ms,
             extra_env=extra_env,
         )
-        run_until_signalled(
-            deployment,
-            lambda: print(
-                "sluice local ready on " + " ".join(f"{url} ({region})" for url, region in deployment.urls),
-                flush=True,
-            ),
-        )
+
+        def ready() -> None:
+            print("sluice local ready on " + " ".join(f"{u} ({r})" for u, r in deployment.urls), flush=True)
+            print(f"console: {deployment.urls[0][0]}{c.CONSOLE_PATH}", file=sys.stderr, flush=True)
+
+        run_until_signalled(deployment, ready)
         return
     runtime = LocalRuntime(
         host=args.host,
@@ -124,7 +123,12 @@ def cmd_local(args: argparse.Namespace) -> None:
         time_scale=args.time_scale,
         extra_env=extra_env,
     )
-    run_until_signalled(runtime, lambda: print(f"sluice local ready on {runtime.url}", flush=True))
+
+    def ready_one() -> None:
+        print(f"sluice local ready on {runtime.url}", flush=True)
+        print(f"console: {runtime.url}{c.CONSOLE_PATH}", file=sys.stderr, flush=True)
+
+    run_until_signalled(runtime, ready_one)
 
 
 # --- tokens ---------------------------------------------------------------------------------------------

@@ -172,6 +172,7 @@ READ, WRITE, ADMIN = "read", "write", "admin"
 NATIVE, STREAMS = "native", "streams"  # faces: how errors are rendered (envelope, or {"error": ...})
 CLOUDFLARE = "cloudflare"  # the envelope too; `{queue_id}` may be a queue's 32-hex id or its name
 OPEN_STREAMS = "open-streams"  # the open Durable Streams protocol: raw bodies, plain-text errors
+CONSOLE = "console"  # the browser console's files: not an API operation, no token (the page signs in)
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,7 @@ _CF_Q = f"{_CF_QUEUES}/{{queue_id}}"
 _CF = CLOUDFLARE
 _OSP = "path"
 OPEN_STREAM_ROUTE_PREFIX: Final = "/v1/stream/"
+CONSOLE_PATH: Final = "/console"
 _OPEN_STREAM = OPEN_STREAM_ROUTE_PREFIX + "{path+}"
 
 ROUTES: Final[tuple[Route, ...]] = (
@@ -278,6 +280,10 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("GET", f"{_V1_Q}/consumers", FN_BROKER, (ADMIN,), _QP),
     Route("GET", f"{_V1_Q}/consumers/{{consumer_id}}", FN_BROKER, (ADMIN,), _QP),
     Route("DELETE", f"{_V1_Q}/consumers/{{consumer_id}}", FN_BROKER, (ADMIN,), _QP),
+    # The browser console: the page at CONSOLE_PATH, its modules and stylesheet one level below (no token:
+    # the page asks for one and calls the routes above with it).
+    Route("GET", CONSOLE_PATH, FN_BROKER, (), None, CONSOLE),
+    Route("GET", f"{CONSOLE_PATH}/{{asset}}", FN_BROKER, (), None, CONSOLE),
 )
 # The functions behind the HTTP API run with SnapStart, which applies only to published versions: the
 # API invokes them through this alias (on the newest version), never $LATEST.
