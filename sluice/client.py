@@ -12,7 +12,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -20,6 +20,7 @@ from urllib.parse import quote, urlencode
 import urllib3
 
 from sluice.producer import BatchingProducer
+from sluice.webhooks import JWKS_PATH, WebhookVerifier
 
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 
@@ -83,6 +84,7 @@ class SluiceClient:
         self._timeout = urllib3.Timeout(connect=5.0, read=timeout_seconds)
         self._max_attempts = max_attempts
         self._http = urllib3.PoolManager(maxsize=pool_size, retries=False)
+        self._webhooks: WebhookVerifier | None = None
 
     # --- transport ------------------------------------------------------------------------------------
 
@@ -328,6 +330,24 @@ class SluiceClient:
 
     def delete_consumer(self, queue: str, consumer_id: str) -> None:
         self.request("DELETE", f"/v1/queues/{quote(queue)}/consumers/{quote(consumer_id)}")
+
+    def webhook_keys(self) -> dict[str, Any]:
+        """The deployment's JWKS document: the public keys that verify webhook deliveries (no token)."""
+        resp = self._http.request("GET", self.base_url + JWKS_PATH, timeout=self._timeout)
+        if resp.status != 200:
+            raise SluiceApiError(resp.status, None, f"GET {JWKS_PATH} answered {resp.status}")
+        keys: dict[str, Any] = json.loads(resp.data)
+        return keys
+
+    def verify_webhook(self, headers: Mapping[str, str], body: bytes | str) -> None:
+        """Check that a webhook request is a delivery from this deployment: signed by one of its published
+        keys, signed within the last 5 minutes, body untouched, and not accepted before by this client.
+        Pass the request's headers and its raw body (before parsing). Returns on success, raises
+        `sluice.webhooks.WebhookVerificationError` otherwise (answer 4xx: Sluice retries only on its own
+        deliveries). The keys are fetched once and again when a signature needs a key not yet cached."""
+        if self._webhooks is None:
+            self._webhooks = WebhookVerifier(self.webhook_keys)
+        self._webhooks.verify(headers, body)
 
     # --- stream reads ---------------------------------------------------------------------------------
 

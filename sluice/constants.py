@@ -40,6 +40,9 @@ ENV_IAM_AUDIT_FILE: Final = "SLUICE_IAM_AUDIT_FILE"
 # Tests: append EVERY AWS call a handler makes (time, function, the call's region, the caller's region,
 # operation) to this JSON-lines file, to count calls (the IAM audit above records each distinct call once).
 ENV_CALL_LOG_FILE: Final = "SLUICE_CALL_LOG_FILE"
+# Tests (`make test`, the whole suite): also fail when a role grants an action no recorded call used
+# (`sluice.local.iamcheck.unused`); a partial run cannot judge that, so it is off unless set.
+ENV_IAM_UNUSED_CHECK: Final = "SLUICE_IAM_UNUSED_CHECK"
 # Open Durable Streams protocol: stream paths starting with this prefix are served without a token
 # (`*`: every path). Off (unset) by default; for conformance runs and public demo streams only.
 ENV_OPEN_STREAM_PREFIX: Final = "SLUICE_OPEN_STREAM_PREFIX"
@@ -276,6 +279,8 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("DELETE", _OPEN_STREAM, FN_BROKER, (ADMIN,), _OSP, OPEN_STREAMS),
     Route("OPTIONS", _OPEN_STREAM, FN_BROKER, (), None, OPEN_STREAMS),
     # Push consumers (coordinator area): admin, served by the broker.
+    # The public keys that verify signed webhook deliveries (JWKS): public, so no token.
+    Route("GET", "/v1/webhooks/jwks", FN_CONSUMER, ()),
     Route("POST", f"{_V1_Q}/consumers", FN_BROKER, (ADMIN,), _QP),
     Route("GET", f"{_V1_Q}/consumers", FN_BROKER, (ADMIN,), _QP),
     Route("GET", f"{_V1_Q}/consumers/{{consumer_id}}", FN_BROKER, (ADMIN,), _QP),

@@ -19,6 +19,7 @@ from sluice.engine.shardwork import ShardWorker
 from sluice.engine.streams import StreamReader
 from sluice.leases import KeyringSource, LeaseSigner
 from sluice.settings import Settings
+from sluice.webhooks import WebhookSigner
 
 
 class Sluice:
@@ -63,9 +64,18 @@ class Sluice:
         return Publisher(self.backend, self.directory)
 
     @cached_property
+    def lease_keys(self) -> KeyringSource:
+        return KeyringSource(self._read_lease_keys)
+
+    @cached_property
     def consumer(self) -> Consumer:
-        signer = LeaseSigner(KeyringSource(self._read_lease_keys), self.backend.clock)
+        signer = LeaseSigner(self.lease_keys, self.backend.clock)
         return Consumer(self.backend, self.directory, self.publisher, signer)
+
+    @cached_property
+    def webhook_signer(self) -> WebhookSigner:
+        """Signs push deliveries to webhooks; its keys derive from the lease keys (sluice/webhooks.py)."""
+        return WebhookSigner(self.lease_keys, self.backend.clock)
 
     @cached_property
     def reader(self) -> StreamReader:

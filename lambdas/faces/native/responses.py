@@ -182,3 +182,18 @@ class Redriven(Wire):
     remaining_in_source: int
     from_queue: str = Field(alias="from")
     to: str
+
+
+class WebhookKey(Wire):
+    """One public key that verifies signed webhook deliveries (RFC 8037: an Ed25519 OKP key)."""
+
+    kty: str
+    crv: str
+    x: str
+    kid: str
+    use: str
+    alg: str
+
+
+class WebhookKeys(Wire):
+    keys: list[WebhookKey]
