@@ -310,6 +310,10 @@ class SluiceClient:
             body["expires_in_seconds"] = expires_in_seconds
         return self.request("POST", "/v1/tokens", body)
 
+    def issue_access_key(self, token_id: str) -> dict[str, Any]:
+        """SQS credentials (access key id, secret access key) acting as the token; shown once."""
+        return self.request("POST", f"/v1/tokens/{quote(token_id)}/access-key")
+
     def list_tokens(self) -> Any:
         return self.request("GET", "/v1/tokens")
 

@@ -176,6 +176,11 @@ NATIVE, STREAMS = "native", "streams"  # faces: how errors are rendered (envelop
 CLOUDFLARE = "cloudflare"  # the envelope too; `{queue_id}` may be a queue's 32-hex id or its name
 OPEN_STREAMS = "open-streams"  # the open Durable Streams protocol: raw bodies, plain-text errors
 CONSOLE = "console"  # the browser console's files: not an API operation, no token (the page signs in)
+SQS = "sqs"  # Amazon SQS's JSON 1.0 and query protocols at the root: SigV4, SQS's error shapes
+# The account id in the SQS face's queue URLs (`<base>/000000000000/<queue>`) and ARNs: a fixed literal, as
+# ElasticMQ and LocalStack use, so the queue-URL route is `POST /000000000000/{queue}` and never shadows
+# another face's two-segment paths (API Gateway prefers a non-greedy match such as `/{a}/{b}`).
+SQS_ACCOUNT_ID: Final = "000000000000"
 
 
 @dataclass(frozen=True)
@@ -220,6 +225,7 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("POST", "/v1/tokens", FN_BROKER, (ADMIN,)),
     Route("GET", "/v1/tokens", FN_BROKER, (ADMIN,)),
     Route("DELETE", "/v1/tokens/{token_id}", FN_BROKER, (ADMIN,)),
+    Route("POST", "/v1/tokens/{token_id}/access-key", FN_BROKER, (ADMIN,)),
     # Sending.
     Route("POST", f"{_V1_Q}/messages", FN_BROKER, (WRITE,), _QP),
     # Pull consumers: acks change state, so they need write too (as Cloudflare's pull consumers do).
@@ -278,6 +284,11 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("POST", _OPEN_STREAM, FN_BROKER, (WRITE,), _OSP, OPEN_STREAMS),
     Route("DELETE", _OPEN_STREAM, FN_BROKER, (ADMIN,), _OSP, OPEN_STREAMS),
     Route("OPTIONS", _OPEN_STREAM, FN_BROKER, (), None, OPEN_STREAMS),
+    # The SQS face: every action on `POST /` (JSON 1.0 and query protocol) and on a queue's URL (query
+    # protocol clients post there). SigV4 is verified by the face itself (the signature covers the
+    # body), and each action's scope is checked against the queue it names: no token gate here.
+    Route("POST", "/", FN_BROKER, (), None, SQS),
+    Route("POST", f"/{SQS_ACCOUNT_ID}/{{queue_name}}", FN_BROKER, (), None, SQS),
     # Push consumers (coordinator area): admin, served by the broker.
     # The public keys that verify signed webhook deliveries (JWKS): public, so no token.
     Route("GET", "/v1/webhooks/jwks", FN_CONSUMER, ()),

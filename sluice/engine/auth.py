@@ -133,6 +133,8 @@ class TokenStore:
         if item is None:
             raise errors.TokenNotFound(f"token {token_id!r} not found")
         self.backend.control.delete(keys.token_pk(item[keys.TOKEN_DIGEST]), keys.TOKEN_SK)
+        if item.get(keys.TOKEN_ACCESS_KEY):  # its SQS access key goes with it
+            self.backend.control.delete(keys.access_key_pk(item[keys.TOKEN_ACCESS_KEY]), keys.ACCESS_KEY_SK)
         self.backend.control.delete(keys.TOKENS_PK, token_id)
         with self._lock:
             self._cache.pop(item[keys.TOKEN_DIGEST], None)

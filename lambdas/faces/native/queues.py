@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from lambdas.common.http import ok, principal_of
 from lambdas.common.responses import Envelope
 from lambdas.common.runtime import service
-from lambdas.faces.native.responses import QueueList, QueueView, TokenCreated, TokenView
+from lambdas.faces.native.responses import AccessKeyIssued, QueueList, QueueView, TokenCreated, TokenView
 from lambdas.faces.native.schemas import CreateQueue, CreateToken, UpdateQueue
 from sluice import errors
 from sluice.models import Queue
@@ -70,6 +70,13 @@ def create_token(body: Annotated[CreateToken, Body()]) -> Response[Envelope[Toke
     token_id, token = tokens.create(body.queue, body.scopes, expires_ms=expires)
     created = {"token_id": token_id, "token": token, "queue": body.queue, "scopes": body.scopes}
     return ok({**created, "expires_on": expires}, status=201)
+
+
+@router.post("/v1/tokens/<token_id>/access-key", status_code=201)
+def issue_access_key(token_id: str) -> Response[Envelope[AccessKeyIssued]]:
+    """SigV4 credentials for the SQS face that act as this token (a key issued before stops working)."""
+    access_key_id, secret = service().access_keys.issue(token_id)
+    return ok({"token_id": token_id, "access_key_id": access_key_id, "secret_access_key": secret}, status=201)
 
 
 @router.get("/v1/tokens")

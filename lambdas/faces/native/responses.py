@@ -34,6 +34,12 @@ class TokenCreated(Wire):
     expires_on: int | None = Field(None, description="epoch milliseconds; absent: never")
 
 
+class AccessKeyIssued(Wire):
+    token_id: str
+    access_key_id: str
+    secret_access_key: str = Field(description="shown once; SigV4 on the SQS face as this token")
+
+
 class TokenView(Wire):
     token_id: str
     queue: str
