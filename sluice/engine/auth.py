@@ -46,12 +46,26 @@ class Principal:
     scopes: frozenset[str]
     expires_ms: int | None = None
 
+    def expired(self, now_ms: int) -> bool:
+        return self.expires_ms is not None and now_ms >= self.expires_ms
+
     def allows(self, scope: Scope, queue: str | None) -> bool:
         if "admin" in self.scopes and self.queue == ALL_QUEUES:
             return True
         if queue is not None and self.queue not in (ALL_QUEUES, queue):
             return False
         return scope in self.scopes or "admin" in self.scopes
+
+
+def principal_of(item: dict[str, Any]) -> Principal:
+    """The principal a token item (or an access key's item, which copies it) describes."""
+    expires = item.get(keys.TOKEN_EXPIRES_MS)
+    return Principal(
+        item[keys.TOKEN_ID],
+        item[keys.TOKEN_QUEUE],
+        frozenset(item[keys.TOKEN_SCOPES]),
+        None if expires is None else int(expires),
+    )
 
 
 def _digest(token: str) -> str:
@@ -159,7 +173,7 @@ class TokenStore:
                 self._cache[digest] = (now + self._ttl, principal)
         if principal is None:
             raise errors.Unauthorized("unknown or revoked token")
-        if principal.expires_ms is not None and self.backend.clock() >= principal.expires_ms:
+        if principal.expires_ms is not None and principal.expired(self.backend.clock()):
             expired = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(principal.expires_ms / 1000))
             raise errors.Unauthorized(f"token expired at {expired}: mint a new one")
         return principal
@@ -175,13 +189,7 @@ class TokenStore:
                 item = None
         if item is None:
             return None
-        expires = item.get(keys.TOKEN_EXPIRES_MS)
-        return Principal(
-            item[keys.TOKEN_ID],
-            item[keys.TOKEN_QUEUE],
-            frozenset(item[keys.TOKEN_SCOPES]),
-            None if expires is None else int(expires),
-        )
+        return principal_of(item)
 
     @staticmethod
     def _read(table: Table, digest: str) -> dict[str, Any] | None:
