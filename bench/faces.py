@@ -15,7 +15,8 @@ FACE_BATCH = 10  # SQS's largest batch: both faces move the same 10 messages per
 
 def measure_faces(url: str, client: Any, bodies: list[str], rounds: int = 5, per_round: int = 200) -> dict:
     """The native face and the SQS face on one `sluice local`, the same batch (10) and bodies: a round of
-    each in turn (so load from elsewhere on the machine falls on both alike), the median of `rounds`.
+    each in turn, the order swapped every other round (so load from elsewhere on the machine falls on
+    both alike), the median of `rounds`.
     Send: `send_batch` / `SendMessageBatch`; consume: `pull` + `ack` / `ReceiveMessage` +
     `DeleteMessageBatch`, one client thread each."""
     import boto3
@@ -76,11 +77,13 @@ def measure_faces(url: str, client: Any, bodies: list[str], rounds: int = 5, per
             got += len(msgs)
         return got
 
-    for _ in range(rounds):
-        timed("native_send", native_send)
-        timed("sqs_send", sqs_send)
-        timed("native_consume", native_consume)
-        timed("sqs_consume", sqs_consume)
+    for index in range(rounds):
+        pairs = [("native_send", native_send), ("sqs_send", sqs_send)]
+        pairs += [("native_consume", native_consume), ("sqs_consume", sqs_consume)]
+        if index % 2:  # every other round the SQS face goes first: whatever favours going first cancels
+            pairs = [pairs[1], pairs[0], pairs[3], pairs[2]]
+        for key, work in pairs:
+            timed(key, work)
     return {k: sorted(v)[len(v) // 2] for k, v in rates.items()} | {"rounds": rounds, "per_round": per_round}
 
 
