@@ -1,5 +1,6 @@
-"""The SQS face against the native face on one `sluice local`, the same batch: `python -m bench.faces` prints
-the figures; `python -m bench` runs it inside its local end-to-end section (docs/performance.md)."""
+"""The SQS face against the native face on one `sluice local`, the same batch: `python -m bench.faces`
+measures, prints, and replaces its section of docs/performance.md; `python -m bench` runs it inside its
+local end-to-end section."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
 
 FACE_BATCH = 10  # SQS's largest batch: both faces move the same 10 messages per call
 
@@ -87,7 +91,30 @@ def measure_faces(url: str, client: Any, bodies: list[str], rounds: int = 5, per
     return {k: sorted(v)[len(v) // 2] for k, v in rates.items()} | {"rounds": rounds, "per_round": per_round}
 
 
+TITLE = "The SQS face against the native face (same batch)"
+
+
+def render(faces: dict, level: str = "##") -> list[str]:
+    return [
+        f"{level} {TITLE}",
+        "",
+        f"Batches of 10 messages of 200 B on one `sluice local`, one client thread: the native SDK "
+        f"(`send_batch`, `pull` + `ack`) and boto3 on the SQS face (`SendMessageBatch`, `ReceiveMessage` + "
+        f"`DeleteMessageBatch`), rounds of {faces['per_round']} messages of each in turn (the order swapped "
+        f"every other round), median of {faces['rounds']} rounds (`python -m bench.faces`).",
+        "",
+        "| path | native msg/s | SQS face msg/s | SQS / native |",
+        "|---|---:|---:|---:|",
+        f"| send | {faces['native_send']:.0f} | {faces['sqs_send']:.0f} | "
+        f"{faces['sqs_send'] / faces['native_send']:.2f} |",
+        f"| consume (receive + delete) | {faces['native_consume']:.0f} | {faces['sqs_consume']:.0f} | "
+        f"{faces['sqs_consume'] / faces['native_consume']:.2f} |",
+        "",
+    ]
+
+
 def main() -> None:
+    from bench import coldstart
     from bench.measure import TOKEN, setup_aws_env
     from bench.payloads import RANDOM_200
 
@@ -101,10 +128,15 @@ def main() -> None:
     try:
         client = SluiceClient(runtime.url, TOKEN)
         bodies = [b for b, _ in RANDOM_200.bodies(FACE_BATCH, seed=3)]
-        print(json.dumps(measure_faces(runtime.url, client, bodies, rounds=rounds), indent=2))
+        result = measure_faces(runtime.url, client, bodies, rounds=rounds)
         client.close()
     finally:
         runtime.stop()
+    print(json.dumps(result, indent=2))
+    doc = ROOT / "docs" / "performance.md"
+    text = doc.read_text() if doc.exists() else ""
+    doc.write_text(coldstart.replace_section(text, render(result), f"## {TITLE}"))
+    print(f"wrote the section {TITLE!r} of docs/performance.md")
 
 
 if __name__ == "__main__":
