@@ -219,6 +219,11 @@ class SluiceClient:
     def retry(self, queue: str, lease_ids: Iterable[str], delay_seconds: int | None = None) -> dict[str, Any]:
         return self.ack(queue, [], [(lease, delay_seconds) for lease in lease_ids])
 
+    def peek(self, queue: str, batch_size: int = 5, consumer_group: str = "default") -> list[dict[str, Any]]:
+        """Up to `batch_size` unacked messages of a group, without leasing them or counting a delivery."""
+        body = {"batch_size": batch_size, "consumer_group": consumer_group}
+        return self.request("POST", f"/v1/queues/{quote(queue)}/messages/peek", body)["messages"]
+
     def extend(self, queue: str, lease_ids: Iterable[str], visibility_timeout_ms: int) -> dict[str, Any]:
         body = {"lease_ids": list(lease_ids), "visibility_timeout_ms": visibility_timeout_ms}
         return self.request("POST", f"/v1/queues/{quote(queue)}/messages/lease", body)
@@ -295,9 +300,15 @@ class SluiceClient:
 
     # --- tokens ---------------------------------------------------------------------------------------
 
-    def create_token(self, queue: str, scopes: Iterable[str]) -> dict[str, Any]:
-        """A token for `queue` (or `*`); the secret is in the answer only."""
-        return self.request("POST", "/v1/tokens", {"queue": queue, "scopes": list(scopes)})
+    def create_token(
+        self, queue: str, scopes: Iterable[str], expires_in_seconds: int | None = None
+    ) -> dict[str, Any]:
+        """A token for `queue` (or `*`), refused after `expires_in_seconds` when given; the secret is in
+        the answer only."""
+        body: dict[str, Any] = {"queue": queue, "scopes": list(scopes)}
+        if expires_in_seconds is not None:
+            body["expires_in_seconds"] = expires_in_seconds
+        return self.request("POST", "/v1/tokens", body)
 
     def issue_access_key(self, token_id: str) -> dict[str, Any]:
         """SQS credentials (access key id, secret access key) acting as the token; shown once."""
