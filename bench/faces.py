@@ -1,5 +1,6 @@
-"""The SQS face against the native face on one `sluice local`, the same batch: `python -m bench.faces` prints
-the figures; `python -m bench` runs it inside its local end-to-end section (docs/performance.md)."""
+"""The SQS face against the native face on one `sluice local`, the same batch: `python -m bench.faces`
+measures, prints, and replaces its section of docs/performance.md; `python -m bench` runs it inside its
+local end-to-end section."""
 
 from __future__ import annotations
 
@@ -8,14 +9,18 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
 
 FACE_BATCH = 10  # SQS's largest batch: both faces move the same 10 messages per call
 
 
 def measure_faces(url: str, client: Any, bodies: list[str], rounds: int = 5, per_round: int = 200) -> dict:
     """The native face and the SQS face on one `sluice local`, the same batch (10) and bodies: a round of
-    each in turn (so load from elsewhere on the machine falls on both alike), the median of `rounds`.
+    each in turn, the order swapped every other round (so load from elsewhere on the machine falls on
+    both alike), the median of `rounds`.
     Send: `send_batch` / `SendMessageBatch`; consume: `pull` + `ack` / `ReceiveMessage` +
     `DeleteMessageBatch`, one client thread each."""
     import boto3
@@ -76,15 +81,40 @@ def measure_faces(url: str, client: Any, bodies: list[str], rounds: int = 5, per
             got += len(msgs)
         return got
 
-    for _ in range(rounds):
-        timed("native_send", native_send)
-        timed("sqs_send", sqs_send)
-        timed("native_consume", native_consume)
-        timed("sqs_consume", sqs_consume)
+    for index in range(rounds):
+        pairs = [("native_send", native_send), ("sqs_send", sqs_send)]
+        pairs += [("native_consume", native_consume), ("sqs_consume", sqs_consume)]
+        if index % 2:  # every other round the SQS face goes first: whatever favours going first cancels
+            pairs = [pairs[1], pairs[0], pairs[3], pairs[2]]
+        for key, work in pairs:
+            timed(key, work)
     return {k: sorted(v)[len(v) // 2] for k, v in rates.items()} | {"rounds": rounds, "per_round": per_round}
 
 
+TITLE = "The SQS face against the native face (same batch)"
+
+
+def render(faces: dict, level: str = "##") -> list[str]:
+    return [
+        f"{level} {TITLE}",
+        "",
+        f"Batches of 10 messages of 200 B on one `sluice local`, one client thread: the native SDK "
+        f"(`send_batch`, `pull` + `ack`) and boto3 on the SQS face (`SendMessageBatch`, `ReceiveMessage` + "
+        f"`DeleteMessageBatch`), rounds of {faces['per_round']} messages of each in turn (the order swapped "
+        f"every other round), median of {faces['rounds']} rounds (`python -m bench.faces`).",
+        "",
+        "| path | native msg/s | SQS face msg/s | SQS / native |",
+        "|---|---:|---:|---:|",
+        f"| send | {faces['native_send']:.0f} | {faces['sqs_send']:.0f} | "
+        f"{faces['sqs_send'] / faces['native_send']:.2f} |",
+        f"| consume (receive + delete) | {faces['native_consume']:.0f} | {faces['sqs_consume']:.0f} | "
+        f"{faces['sqs_consume'] / faces['native_consume']:.2f} |",
+        "",
+    ]
+
+
 def main() -> None:
+    from bench import coldstart
     from bench.measure import TOKEN, setup_aws_env
     from bench.payloads import RANDOM_200
 
@@ -98,10 +128,15 @@ def main() -> None:
     try:
         client = SluiceClient(runtime.url, TOKEN)
         bodies = [b for b, _ in RANDOM_200.bodies(FACE_BATCH, seed=3)]
-        print(json.dumps(measure_faces(runtime.url, client, bodies, rounds=rounds), indent=2))
+        result = measure_faces(runtime.url, client, bodies, rounds=rounds)
         client.close()
     finally:
         runtime.stop()
+    print(json.dumps(result, indent=2))
+    doc = ROOT / "docs" / "performance.md"
+    text = doc.read_text() if doc.exists() else ""
+    doc.write_text(coldstart.replace_section(text, render(result), f"## {TITLE}"))
+    print(f"wrote the section {TITLE!r} of docs/performance.md")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench import coldstart, prices
+from bench import coldstart, faces, prices
 from bench.measure import PHASES, Scenario, mean_body_bytes, usage
 from bench.payloads import EVENTS, RANDOM_10K, RANDOM_64K, RANDOM_200
 from sluice.constants import DEFAULT_CAPACITY_MIN_UNITS as MIN_UNITS
@@ -336,27 +336,7 @@ def _e2e(e2e: dict) -> list[str]:
         f"| pull + ack | {e2e['pull_ack']:.0f} | {e2e['sqs_pull_ack']:.0f} | "
         f"{e2e['pull_ack'] / e2e['sqs_pull_ack']:.2f} |",
         "",
-        *(_faces(e2e["faces"]) if "faces" in e2e else []),
-    ]
-
-
-def _faces(faces: dict) -> list[str]:
-    """Sluice's SQS face against its native face, the same batch of 10 (bench/measure.py `measure_faces`)."""
-    return [
-        "### The SQS face against the native face (same batch)",
-        "",
-        f"Batches of 10 messages of 200 B on one `sluice local`, one client thread: the native SDK "
-        f"(`send_batch`, `pull` + `ack`) and boto3 on the SQS face (`SendMessageBatch`, `ReceiveMessage` + "
-        f"`DeleteMessageBatch`), a round of {faces['per_round']} messages of each in turn, median of "
-        f"{faces['rounds']} rounds.",
-        "",
-        "| path | native msg/s | SQS face msg/s | SQS / native |",
-        "|---|---:|---:|---:|",
-        f"| send | {faces['native_send']:.0f} | {faces['sqs_send']:.0f} | "
-        f"{faces['sqs_send'] / faces['native_send']:.2f} |",
-        f"| consume (receive + delete) | {faces['native_consume']:.0f} | {faces['sqs_consume']:.0f} | "
-        f"{faces['sqs_consume'] / faces['native_consume']:.2f} |",
-        "",
+        *(faces.render(e2e["faces"], "###") if "faces" in e2e else []),
     ]
 
 

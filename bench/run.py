@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from bench import coldstart
+from bench import coldstart, faces
 from bench.measure import SCENARIOS, measure_e2e, measure_in_process
 from bench.report import costs, plot, render
 
@@ -50,10 +50,17 @@ def inline_twins() -> tuple:
 
 
 def twin_sections() -> str:
-    """The twin's marked sections of the current document, kept as they are."""
+    """The sections other scripts write into the current document, kept as they are: the twin's
+    (between markers) and, unless this run measured it, bench.faces' (by its heading)."""
     text = DOC.read_text() if DOC.exists() else ""
     found = re.findall(r"(<!-- ([\w-]+):start -->.*?<!-- \2:end -->)", text, flags=re.S)
-    return "".join(f"\n{block}\n" for block, _name in found)
+    kept = "".join(f"\n{block}\n" for block, _name in found)
+    faces_section = re.search(
+        rf"^## {re.escape(faces.TITLE)}\n.*?(?=^## |^<!-- |\Z)", text, flags=re.S | re.M
+    )
+    if faces_section and "--no-e2e" in sys.argv:
+        kept += "\n" + faces_section.group(0).rstrip("\n") + "\n"
+    return kept
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from typing import Any
 from sluice import errors
 from sluice.adapters.dynamo import ConditionFailed, Table
 from sluice.engine import keys
-from sluice.engine.auth import Principal
+from sluice.engine.auth import Principal, principal_of
 from sluice.engine.backend import Backend
 from sluice.leases import KeyringSource
 
@@ -59,6 +59,7 @@ class AccessKeys:
                 keys.TOKEN_QUEUE: listing[keys.TOKEN_QUEUE],
                 keys.TOKEN_SCOPES: listing[keys.TOKEN_SCOPES],
                 keys.CREATED_MS: self.backend.clock(),
+                **{k: listing[k] for k in (keys.TOKEN_EXPIRES_MS, keys.TTL) if k in listing},
             },
             condition=keys.NEW_ITEM,
         )
@@ -103,11 +104,7 @@ class AccessKeys:
                 item = self._read(self.backend.control, access_key_id)
             except errors.DependencyUnavailable:
                 item = None
-        principal = (
-            None
-            if item is None
-            else Principal(item[keys.TOKEN_ID], item[keys.TOKEN_QUEUE], frozenset(item[keys.TOKEN_SCOPES]))
-        )
+        principal = None if item is None else principal_of(item)
         with self._lock:
             self._cache[access_key_id] = (now + self._ttl, principal)
         return principal

@@ -50,6 +50,7 @@ TOKEN_DIGEST = "digest"  # listing item: the token's SHA-256, to find and drop i
 TOKEN_QUEUE = "queue"  # both: the queue the token is bound to (`*`: all)
 TOKEN_SCOPES = "scopes"
 TOKEN_ACCESS_KEY = "ak"  # both: the SQS access key id issued to the token, if any
+TOKEN_EXPIRES_MS = "expires_ms"  # both, when minted with a lifetime: refused from then on
 
 # Shard tables
 HEAD_SK = "HEAD"

@@ -36,8 +36,14 @@ CELERY = ("celery[sqs]==5.7.0", "kombu==5.7.0")
 
 
 def _uv() -> list[str]:
+    """uv as the Makefile finds it: on PATH, else the module of the Python that installed it."""
     found = shutil.which("uv")
-    return [found] if found else [sys.executable, "-m", "uv"]
+    if found:
+        return [found]
+    for python in (sys.executable, shutil.which("python3")):
+        if python and subprocess.run([python, "-m", "uv", "--version"], capture_output=True).returncode == 0:
+            return [python, "-m", "uv"]
+    pytest.fail("uv is not installed: run `make install` (it installs uv first)")
 
 
 def uv_run(

@@ -7,9 +7,9 @@ import os
 import boto3
 import pytest
 
-from lambdas.faces.cloudflare.peek import Peeker
 from sluice import constants, errors
 from sluice.engine import keys, payloads
+from sluice.engine.peek import Peeker
 from sluice.engine.streams import Position
 from sluice.models import OutgoingMessage
 

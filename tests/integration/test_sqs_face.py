@@ -108,6 +108,26 @@ def test_revoking_a_token_revokes_its_access_key_and_a_new_key_replaces_the_old(
     assert engine.access_keys._read(engine.backend.control, second) is None
 
 
+def test_an_access_key_stops_with_its_tokens_lifetime(sqs_for, engine):
+    reader = sqs_for(scopes=("read",))
+    reader.list_queues()  # a key of a token without a lifetime works
+    token_id, _ = engine.tokens.create("*", ["read"], expires_ms=engine.backend.clock() - 1)
+    key, secret = engine.access_keys.issue(token_id)
+    expired = boto3.client(
+        "sqs",
+        endpoint_url=f"http://{HOST}",
+        region_name="eu-west-1",
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        config=Config(retries={"max_attempts": 1}),
+    )
+    expired.meta.events.register("before-send.sqs", _in_process)
+    with pytest.raises(ClientError) as refused:
+        expired.list_queues()
+    assert _code(refused) == "ExpiredToken"
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+
+
 def test_attributes_map_onto_sluice_settings_and_refusals_change_nothing(sqs, engine, queue_name):
     dlq = sqs.create_queue(QueueName=f"{queue_name}-dlq")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

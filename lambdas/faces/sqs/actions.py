@@ -1,5 +1,5 @@
 """Every SQS action, on the engine. One function per action: parameters in the model's shape in, the
-output shape out (sluice/../docs/api.md has the table of what each maps to).
+output shape out (docs/api.md, "SQS face", has the table of what each maps to).
 
 Access: every action names its queue, and the caller's token (the access key's) needs the scope the
 native face would ask for the same thing: read to receive or look, read+write to delete or change

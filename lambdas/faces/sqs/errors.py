@@ -29,6 +29,7 @@ _MODELLED: dict[str, tuple[str, int]] = {
     "AccessDenied": ("AccessDenied", 403),
     "IncompleteSignature": ("IncompleteSignature", 400),
     "InvalidClientTokenId": ("InvalidClientTokenId", 403),
+    "ExpiredToken": ("ExpiredToken", 403),
     "MissingAuthenticationToken": ("MissingAuthenticationToken", 403),
     "SignatureDoesNotMatch": ("SignatureDoesNotMatch", 403),
     "RequestExpired": ("RequestExpired", 400),

@@ -62,6 +62,8 @@ def verify(
     principal = keys.principal(access_key_id)
     if principal is None:
         raise SqsError("InvalidClientTokenId", "The security token included in the request is invalid.")
+    if principal.expired(int(moment.timestamp() * 1000)):  # its token was minted with a lifetime
+        raise SqsError("ExpiredToken", "The security token included in the request is expired.")
     signed = found["signed"].split(";")
     if "host" not in signed or any(name not in headers for name in signed):
         raise SqsError("SignatureDoesNotMatch", "a signed header is missing from the request")
