@@ -1,10 +1,12 @@
 """The coordinator: EventBridge schedule → scaling, sealing, shard-map publish, push workers, shard work.
 
-The schedule fires every `COORDINATOR_SCHEDULE_MINUTES` with a `sluice.events.CoordinatorEvent`; each
-run keeps deciding every `SLUICE_COORDINATOR_PERIOD_SECONDS` (the tick, CDK context
-`coordinator_tick_seconds`) for `SLUICE_COORDINATOR_LOOP_SECONDS` (the rule's period minus one tick), and
-always stops `SAFETY_SECONDS` before the function's timeout: scaling reacts within a tick, not a minute.
-The event may override both (manual invocations). Metrics go out as EMF.
+The schedule fires every `COORDINATOR_SCHEDULE_MINUTES` with a `sluice.events.CoordinatorEvent`; a
+broker whose shards throttle sends one too (`woken_by`, sluice/engine/wake.py). A run passes once and
+keeps deciding every `SLUICE_COORDINATOR_PERIOD_SECONDS` (the tick, CDK context
+`coordinator_tick_seconds`) only while some queue is busy, for at most `SLUICE_COORDINATOR_LOOP_SECONDS`
+(the rule's period minus one tick), and always stops `SAFETY_SECONDS` before the function's timeout: at
+rest one short pass a minute, under load a decision every tick. The event may override both (manual
+invocations). Metrics go out as EMF.
 """
 
 from __future__ import annotations
@@ -94,6 +96,8 @@ def loop_seconds(event: CoordinatorEvent, config: CoordinatorConfig, remaining_m
 @event_parser(model=CoordinatorEvent)
 def lambda_handler(event: CoordinatorEvent, context: LambdaContext) -> dict[str, Any]:
     coord = coordinator()
+    if event.woken_by:
+        logger.info("woken: queue %s saw its shards throttled", event.woken_by)
     loop = loop_seconds(event, coord.config, context.get_remaining_time_in_millis())
     reports = coord.run(loop, period_s=event.period_seconds)
     for report in reports:

@@ -71,6 +71,11 @@ class SsmMirror:
     def _client(self) -> Any:
         return aws.client("ssm", self._endpoint_url, self.region)
 
+    @property
+    def _read_client(self) -> Any:
+        """Reads fail fast: a container that cannot read the mirror reads the control item instead."""
+        return aws.client("ssm", self._endpoint_url, self.region, fail_fast=True)
+
     def name(self, queue: str) -> str:
         return f"{self.prefix}/{queue}"
 
@@ -139,7 +144,7 @@ class SsmMirror:
     def _get(self, name: str) -> str | None:
         try:
             with aws.translated("SSM"):
-                resp = self._client.get_parameter(Name=name)
+                resp = self._read_client.get_parameter(Name=name)
         except ClientError as exc:
             if aws.error_code(exc) == "ParameterNotFound":
                 return None
@@ -151,7 +156,7 @@ class SsmMirror:
         found: dict[str, str] = {}
         for start in range(0, len(names), GET_PARAMETERS_MAX):
             with aws.translated("SSM"):
-                resp = self._client.get_parameters(Names=names[start : start + GET_PARAMETERS_MAX])
+                resp = self._read_client.get_parameters(Names=names[start : start + GET_PARAMETERS_MAX])
             found.update({p["Name"]: p["Value"] for p in resp.get("Parameters", [])})
         return found
 

@@ -245,7 +245,10 @@ class Consumer:
         return deliveries, backlog
 
     def _read_views(self, queue: Queue, shards: Sequence[Shard], group: str) -> list[_ShardView]:
-        return [_ShardView.of(read, group) for read in self.shard_states.read(queue, shards, [group])]
+        reads = self.shard_states.read(queue, shards, [group])
+        for read in reads:  # a HEAD stamped with a newer map: the next pull reads the new shards too
+            self.directory.observe_stamp(queue, read.shard, read.head.map_version, read.head.map_route)
+        return [_ShardView.of(read, group) for read in reads]
 
     def _pull_shard(
         self,

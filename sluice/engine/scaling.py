@@ -35,7 +35,7 @@ class ScalingPolicy:
     # `heavy_growth` at once (an overshoot is sealed again after `scale_down_after_ms`).
     heavy_throttle: float = 0.1
     saturated: float = 0.9
-    heavy_growth: float = 8.0
+    heavy_growth: float = 4.0
     default_request_wcu: float = 22.0  # for throttles on a shard that accepted nothing yet (100 x 200 B)
 
 
@@ -122,14 +122,17 @@ def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
         desired = n_open
         decision.reason = "ordered queue: shard count fixed between min_shards and max_shards"
     else:
-        desired = max(1, math.ceil(demand / per_shard)) if demand > 0 else 1
-        growth = policy.max_growth
-        if throttled:
-            desired = max(desired, n_open + 1)
         saturated = bool(open_shards) and all(
             s.unreadable or s.wcu_per_s >= policy.saturated * policy.shard_wcu_ceiling for s in open_shards
         )
-        if (throttles > 0 or unreadable) and (throttles > policy.heavy_throttle * requests or saturated):
+        # Below the ceiling the open shards take what is sent: throttles there are retries of sends
+        # refused a moment ago (or one hot shard), not more demand, so only the accepted load counts.
+        sized = demand if saturated else observed
+        desired = max(1, math.ceil(sized / per_shard)) if sized > 0 else 1
+        growth = policy.max_growth
+        if throttled:
+            desired = max(desired, n_open + 1)
+        if saturated and (throttles > 0 or unreadable):
             growth = max(growth, policy.heavy_growth)
             desired = max(desired, math.ceil(max(n_open, 1) * policy.heavy_growth))
         desired = min(desired, max(n_open + 1, math.floor(max(n_open, 1) * growth)))

@@ -109,8 +109,12 @@ def test_invoke_grants_coordinator_own_functions_consumer_push_targets_only(
     fn_ids = function_ids(resources)
     for name, statements in grants.items():
         invoke = granted(statements, "lambda:")
-        if name not in (c.FN_COORDINATOR, c.FN_CONSUMER):
+        if name not in (c.FN_COORDINATOR, c.FN_CONSUMER, c.FN_BROKER):
             assert not invoke, f"{name} may invoke {invoke}"
+    # The broker wakes the coordinator when its shards throttle (sluice/engine/wake.py): nothing else.
+    assert granted(grants[c.FN_BROKER], "lambda:") == {
+        "lambda:InvokeFunction": [{"Fn::GetAtt": [fn_ids[c.FN_COORDINATOR], "Arn"]}]
+    }
     # Push consumers of type lambda: only the functions context push_lambda_targets names (default
     # sluice-<stage>-push-*), unqualified or any version/alias of them.
     push = granted(grants[c.FN_CONSUMER], "lambda:")

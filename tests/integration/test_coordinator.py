@@ -122,14 +122,14 @@ def test_scale_up_seal_and_retire_without_losing_a_message(clocked, clock, queue
     queue = clocked.queues.get(queue_name)
     assert all(head(clocked, queue, s).get("sealed") for s in others)
 
-    # A broker with the stale map picks sealed shards: the head refuses, it refreshes, no error.
-    stale = Publisher(
-        clocked.backend, QueueDirectory(clocked.queues, lambda name, force: None if force else stale_doc)
-    )
+    # A broker with the stale map picks sealed shards: the head refuses, and its stamp names the map
+    # that sealed it (no SSM read: the directory read the mirror once, for the stale document), no error.
+    stale = Publisher(clocked.backend, QueueDirectory(clocked.queues, lambda name: stale_doc))
     for r in range(12):
         result = stale.publish(queue_name, [OutgoingMessage(body=f'"late-{r}"'.encode())])
         assert result.shard == 0
         sent += result.message_ids
+    assert stale.directory.mirror_reads == 1
 
     # Sealed shards hold unacked messages: nothing is retired until every group has drained them.
     clock.advance(1_000)
@@ -470,7 +470,7 @@ def test_a_mirror_left_behind_by_a_delete_is_pruned_and_its_shards_refuse_sends(
     clocked.queues.delete(queue_name)
     monkeypatch.undo()
     clocked.backend.mirror.write(queue_name, doc)  # what the delete could not remove
-    stale = Publisher(clocked.backend, QueueDirectory(clocked.queues, lambda _n, _f: doc))
+    stale = Publisher(clocked.backend, QueueDirectory(clocked.queues, lambda _name: doc))
     stale.publish(queue_name, [OutgoingMessage(body=b'"lost"')])  # accepted into a deleted queue
 
     config = CoordinatorConfig(
