@@ -31,8 +31,9 @@ again, and reads its own region's.
 | coordinator | RW / read                    | own region           | read+write, every region |
 
 The broker invokes the coordinator (asynchronously, its own region's) when its shards throttle: the wake
-of sluice/engine/wake.py. The coordinator deletes SSM parameters in its own region only: it prunes the mirror of a queue deleted
-while the region could not be reached (it lists the shard-map path and deletes what no queue owns).
+of sluice/engine/wake.py. The coordinator deletes SSM parameters in its own region only: it prunes the
+mirror of a queue deleted while the region could not be reached (it lists the shard-map path and
+deletes what no queue owns).
 
 Metrics go out as CloudWatch EMF log lines (Powertools), so no function needs cloudwatch:PutMetricData.
 The shard function has no trigger: the coordinator invokes it, and the consumer's SnapStart alias (its

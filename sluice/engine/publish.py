@@ -13,7 +13,7 @@ import hashlib
 import random
 import threading
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sluice import errors, faults, offsets
@@ -49,7 +49,8 @@ def shard_for_key(shards: Sequence[Shard], partition_key: str) -> Shard:
 class Allocation:
     first_seq: int
     timestamp_ms: int
-    head: dict[str, Any]  # the HEAD item after the allocation: its map stamp (sluice/engine/maproute.py)
+    # the HEAD item after the allocation: its map stamp (sluice/engine/maproute.py)
+    head: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
