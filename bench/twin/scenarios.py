@@ -51,10 +51,16 @@ class Timeline:
 
 
 class Brokers:
-    """Lambda-like: one container per concurrent request; idle containers are reused."""
+    """Lambda-like: one container per concurrent request; idle containers are reused (the most recent,
+    or with `spread` any of them: Lambda promises no affinity)."""
 
     def __init__(
-        self, world: World, messages: list[OutgoingMessage], timeline: Timeline, region: str | None = None
+        self,
+        world: World,
+        messages: list[OutgoingMessage],
+        timeline: Timeline,
+        region: str | None = None,
+        spread: bool = False,
     ) -> None:
         self.world = world
         self.region = region  # where the containers run (None: the only region)
@@ -64,10 +70,28 @@ class Brokers:
         self.idle: list[Any] = []
         self.containers = 0
         self.rng = random.Random(11)
+        self.spread = spread
+
+    def warm(self, count: int, over_s: float) -> None:
+        """`count` containers started evenly over `over_s` (a fleet a previous peak left warm): each reads
+        the queue's document once, as its first request would, then waits for requests."""
+        sim = self.world.sim
+
+        def container() -> None:
+            self.world.container().directory.get(QUEUE)
+            self.idle.append(sim.current)
+            sim.park()
+            self._container()
+
+        for i in range(count):
+            self.containers += 1
+            sim.spawn(f"broker-{self.containers}", container, at=sim.now + over_s * i / max(1, count))
 
     def submit(self, first_sent: float) -> None:
         self.pending.append(first_sent)
         if self.idle:
+            pick = self.rng.randrange(len(self.idle)) if self.spread else len(self.idle) - 1
+            self.idle[pick], self.idle[-1] = self.idle[-1], self.idle[pick]
             self.world.sim.wake(self.idle.pop())
         else:
             self.containers += 1
@@ -124,6 +148,7 @@ class CoordinatorFunction:
         )
         self.warm: list[Coordinator] = []
         self.started = 0
+        self.wakes = 0  # invocations a broker started
 
     def schedule(self, first_at: float) -> None:
         sim = self.world.sim
@@ -139,6 +164,7 @@ class CoordinatorFunction:
         why = "wake" if event.get("woken_by") else "rule"
         sim = self.world.sim
         self.started += 1
+        self.wakes += why == "wake"
         sim.spawn(f"coordinator-{self.started}", partial(self._run, why), at=sim.now + ASYNC_START_S)
 
     def _run(self, why: str) -> None:
@@ -184,11 +210,15 @@ def publish_load(
     max_shards: int = 128,
     sdk_attempts: int | None = None,
     first_rule_at: float = 30.0,
+    fleet: int = 0,
+    warm_s: float = 0.0,
 ) -> dict[str, Any]:
     """Offered load `rate(t)` msg/s on one unordered queue for `seconds` of virtual time. With
     `sample` < 1, that share of the load runs against partitions of that share of the capacity (and
     that share of SSM's read quota), and the coordinator's per-shard ceiling is scaled alike: figures
-    are reported at full scale. The minute rule first fires at `first_rule_at`."""
+    are reported at full scale. The minute rule first fires at `first_rule_at`. `fleet` (full scale):
+    that many broker containers warmed over the first `warm_s` seconds, each request then served by any
+    idle one."""
     world = build(sample=sample)
     world.dynamo.max_attempts = sdk_attempts or world.dynamo.max_attempts
     world.engine.queues.create(QUEUE, {"min_shards": 1, "max_shards": max_shards})
@@ -196,8 +226,10 @@ def publish_load(
     policy = ScalingPolicy(shard_wcu_ceiling=ScalingPolicy().shard_wcu_ceiling * sample)
     coordinator = CoordinatorFunction(world, timeline, seconds, policy)
     world.invoker = coordinator
-    brokers = Brokers(world, _messages(), timeline)
+    brokers = Brokers(world, _messages(), timeline, spread=bool(fleet))
     with virtual_time(world.sim):
+        if fleet:
+            brokers.warm(round(fleet * sample), warm_s)
         _arrivals(world, brokers, lambda t: rate(t) * sample, seconds)
         coordinator.schedule(first_rule_at)
         _sample_shards(world, timeline, seconds)
@@ -227,7 +259,7 @@ def publish_load(
         "ssm_put_throttles": [ssm.put_throttles.get(s, 0) for s in range(n)],
         "ssm_largest_value": ssm.largest_value,
         "map_bytes": len(world.engine.queues.mirror_document(world.queue(QUEUE))),
-        "wakes": sum(1 for _, why, _ in timeline.runs if why == "wake"),
+        "wakes": coordinator.wakes,
     }
 
 

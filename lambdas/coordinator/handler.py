@@ -24,7 +24,7 @@ from lambdas.common.observability import event_function, logger, metrics
 from lambdas.common.runtime import service
 from sluice import constants as c
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig, RunReport
-from sluice.engine.coordinator.reports import Figures
+from sluice.engine.coordinator.reports import Figures, QueueReport
 from sluice.events import CoordinatorEvent
 from sluice.settings import get_settings
 
@@ -45,10 +45,18 @@ def emit_metrics(report: RunReport) -> None:
     """Per queue: dimension `queue` (the queue over every region: a single-region deployment's figures,
     or the home region coordinator's all-regions sum) and, multi-region, dimensions `queue` + `region`
     (this coordinator's region's shards). Then this run's totals over its queues with dimension service
-    only (its region's: what the stack's alarm in each region watches)."""
+    only (its region's: what the stack's alarm in each region watches).
+
+    An idle queue (nothing written, nothing waiting, no throttle, no push worker) emits nothing, nor does
+    a run whose queues are all idle: each custom metric is billed for every hour it is emitted in, so an
+    idle stack would pay for them by the month (docs/performance.md "Cost at rest"). The stack's alarms
+    treat missing data as not breaching, and a dashboard shows a gap, not a zero."""
     if not report.acted:
         return
-    for q in report.queues:
+    active = [q for q in report.queues if not _idle(q)]
+    if not active:
+        return
+    for q in active:
         per_queue = EphemeralMetrics(namespace=c.METRICS_NAMESPACE, service=c.SERVICE_NAME)
         per_queue.add_dimension("queue", q.queue)
         if q.region:
@@ -73,6 +81,13 @@ def emit_metrics(report: RunReport) -> None:
     metrics.add_metric(c.METRIC_SHARDS, MetricUnit.Count, sum(q.open_shards for q in queues))
     metrics.add_metric(
         c.METRIC_WRITES_PER_SECOND, MetricUnit.CountPerSecond, sum(q.writes_per_s for q in queues)
+    )
+
+
+def _idle(q: QueueReport) -> bool:
+    busy = q.writes_per_s or q.throttles_per_s or q.total_backlog or q.push_workers_started or q.unreadable
+    return not busy and (
+        q.all_regions is None or not (q.all_regions.writes_per_s or q.all_regions.total_backlog)
     )
 
 

@@ -133,6 +133,11 @@ def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
         desired = max(1, math.ceil(observed / per_shard)) if observed > 0 else 1
         growth = policy.max_growth
         if throttled:
+            # A load that throttles is in transit: the retries clients held drain as soon as shards are
+            # added, and the taken load runs high for a pass or two. Grow to the geometric mean of the
+            # shards open and the shards it asks for (a second pass finishes the way if it was real).
+            if desired > n_open > 0:
+                desired = math.ceil(math.sqrt(n_open * desired))
             desired = max(desired, n_open + 1)
         if saturated and (throttles > 0 or unreadable):
             # Above the ceiling the demand is unknown. No HEAD could be read: x `heavy_growth`.
@@ -144,11 +149,9 @@ def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
             n = max(n_open, 1)
             if all(s.unreadable for s in open_shards):
                 desired = max(desired, math.ceil(n * policy.heavy_growth))
-            else:
+            else:  # the taken load alone runs high too: retries held by clients drain at once
                 asked = math.ceil(demand / per_shard)
-                desired = max(
-                    desired, math.ceil(n * policy.heavy_min_growth), math.ceil(math.sqrt(n * asked))
-                )
+                desired = max(n + 1, math.ceil(n * policy.heavy_min_growth), math.ceil(math.sqrt(n * asked)))
         desired = min(desired, max(n_open + 1, math.floor(max(n_open, 1) * growth)))
     desired = max(obs.min_shards, min(obs.max_shards, desired))
     decision.desired_open = desired
