@@ -42,6 +42,15 @@ def stack_name(stage: str, region: str | None = None) -> str:
     return f"sluice-{stage}" + (f"-{region}" if region else "")
 
 
+def deploy_target() -> tuple[str | None, str | None]:
+    """The account and region the CDK CLI deploys to (it sets CDK_DEFAULT_ACCOUNT/REGION from the
+    caller's credentials): with them the retained resources' names are literal in the template, which
+    `cdk deploy --import-existing-resources` needs to adopt them after a destroy (docs/deploy.md).
+    Without credentials (plain `python app.py`, the local runtime, tests) both are None and the
+    stacks stay environment-agnostic."""
+    return os.environ.get("CDK_DEFAULT_ACCOUNT") or None, os.environ.get("CDK_DEFAULT_REGION") or None
+
+
 def build_app(
     context: dict[str, Any] | None = None, outdir: str | None = None
 ) -> tuple[cdk.App, SluiceStack]:
@@ -58,17 +67,24 @@ def build_stacks(
     defaults = json.loads((ROOT / "cdk.json").read_text()).get("context", {})
     app = cdk.App(context={**defaults, **(context or {})}, outdir=outdir)
     config = SluiceConfig.from_node(app.node)
+    account, cli_region = deploy_target()
     stacks: dict[str | None, SluiceStack] = {}
     regions = config.region_list
     if not regions:
-        stacks[None] = SluiceStack(app, STACK_NAME, stack_name=stack_name(config.stage), config=config)
+        env = None
+        if account and cli_region:
+            config.check_bucket_name(cli_region)
+            env = cdk.Environment(account=account, region=cli_region)
+        stacks[None] = SluiceStack(
+            app, STACK_NAME, stack_name=stack_name(config.stage), config=config, env=env
+        )
     for region in regions:
-        deployment = Deployment(tuple(regions), region, config.stage, config.shard_table_count)
+        deployment = Deployment(tuple(regions), region, config.stage, config.shard_table_count, account)
         stack = SluiceStack(
             app,
             c.stack_id(region),
             stack_name=stack_name(config.stage, region),
-            env=cdk.Environment(region=region),
+            env=cdk.Environment(account=account, region=region),
             config=config,
             deployment=deployment,
         )

@@ -41,8 +41,9 @@ cdk-bootstrap:
 cdk-diff:
 	$(INFRA_CDK_CLI) diff $(INFRA_CDK_FLAGS) $(INFRA_STACKS)
 
+# --import-existing-resources: a stage destroyed with its data kept adopts it (docs/deploy.md).
 cdk-deploy:
-	$(INFRA_CDK_CLI) deploy $(INFRA_CDK_FLAGS) --require-approval broadening $(INFRA_STACKS)
+	$(INFRA_CDK_CLI) deploy $(INFRA_CDK_FLAGS) --require-approval broadening --import-existing-resources $(INFRA_STACKS)
 
 cdk-destroy:
 	$(INFRA_CDK_CLI) destroy $(INFRA_CDK_FLAGS) $(INFRA_STACKS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cached_property
 
+from sluice.engine.accesskeys import AccessKeys
 from sluice.engine.auth import TokenStore
 from sluice.engine.backend import Backend, now_ms
 from sluice.engine.consume import Consumer
@@ -21,6 +22,7 @@ from sluice.engine.streams import StreamReader
 from sluice.engine.wake import Waker
 from sluice.leases import KeyringSource, LeaseSigner
 from sluice.settings import Settings
+from sluice.webhooks import WebhookSigner
 
 
 class Sluice:
@@ -72,9 +74,23 @@ class Sluice:
         return Waker(self.backend, self.invoker, self.backend.settings.coordinator_function)
 
     @cached_property
+    def lease_keys(self) -> KeyringSource:
+        return KeyringSource(self._read_lease_keys)
+
+    @cached_property
     def consumer(self) -> Consumer:
-        signer = LeaseSigner(KeyringSource(self._read_lease_keys), self.backend.clock)
+        signer = LeaseSigner(self.lease_keys, self.backend.clock)
         return Consumer(self.backend, self.directory, self.publisher, signer)
+
+    @cached_property
+    def access_keys(self) -> AccessKeys:
+        """SQS access keys; their secrets derive from the lease keys' access root (engine/accesskeys.py)."""
+        return AccessKeys(self.backend, self.lease_keys, self.backend.settings.token_cache_ttl_seconds)
+
+    @cached_property
+    def webhook_signer(self) -> WebhookSigner:
+        """Signs push deliveries to webhooks; its keys derive from the lease keys (sluice/webhooks.py)."""
+        return WebhookSigner(self.lease_keys, self.backend.clock)
 
     @cached_property
     def reader(self) -> StreamReader:

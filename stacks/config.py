@@ -127,14 +127,18 @@ class SluiceConfig:
             for region in regions:
                 if not REGION_RE.fullmatch(region):
                     raise ValueError(f"regions: {region!r} is not a region name like us-east-1")
-                bucket = c.physical_name(
-                    self.stage, c.LOGICAL_SEGMENT_BUCKET, account=ACCOUNT_ID_PLACEHOLDER, region=region
-                )
-                if len(bucket) > c.S3_BUCKET_NAME_MAX:
-                    raise ValueError(
-                        f"stage {self.stage!r}: the segment bucket name {bucket!r} is longer than "
-                        f"{c.S3_BUCKET_NAME_MAX} characters; use a shorter stage"
-                    )
+                self.check_bucket_name(region)
+
+    def check_bucket_name(self, region: str) -> None:
+        """The segment bucket's name (`sluice-<stage>-segments-<account>-<region>`) must fit S3's limit."""
+        bucket = c.physical_name(
+            self.stage, c.LOGICAL_SEGMENT_BUCKET, account=ACCOUNT_ID_PLACEHOLDER, region=region
+        )
+        if len(bucket) > c.S3_BUCKET_NAME_MAX:
+            raise ValueError(
+                f"stage {self.stage!r}: the segment bucket name {bucket!r} is longer than "
+                f"{c.S3_BUCKET_NAME_MAX} characters; use a shorter stage"
+            )
 
     @property
     def region_list(self) -> list[str]:

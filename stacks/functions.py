@@ -18,8 +18,10 @@
   the stack unless data is retained: a destroyed stage deploys again without name collisions.
 - Cold start: the functions behind the HTTP API (`constants.API_FUNCTIONS`) run with SnapStart, which
   snapshots a published version after its init; each gets the alias `constants.API_ALIAS` on its
-  current version (`self.aliases`), and the API invokes that alias. Their after-restore hooks are in
-  `lambdas/common/restore.py`.
+  current version (`self.aliases`), and the API invokes that alias. A new version is published whenever
+  anything the function loads changes: code and configuration (CDK hashes them into the version's id)
+  and the layer ARN resolved at deploy time (named in the version's description). Their after-restore
+  hooks are in `lambdas/common/restore.py`.
 """
 
 from __future__ import annotations
@@ -225,6 +227,15 @@ class FunctionFactory(Construct):
             log_group=log_group,
             role=role,
             snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if snap_start else None,
+            # The version's id hashes the template, which holds the layer ARN as a deploy-time SSM value
+            # (`powertools_version=latest` changes it while the template stays): naming that value in
+            # the version's description makes a new value replace the version, so it is published and
+            # snapshotted with the layer the function now loads.
+            current_version_options=(
+                lambda_.VersionOptions(description=f"layer {self.layer.layer_version_arn}")
+                if snap_start
+                else None
+            ),
         )
         fn.node.add_dependency(log_group)
         if snap_start:

@@ -10,9 +10,12 @@ container does not know yet makes that container re-read the secret at once.
 Multi-region: every region must verify the leases every other region signs (a consumer in one region
 acks a message leased in another), so one secret, named `sluice/<stage>/lease-key`, lives in the home
 region's stack and Secrets Manager replicates it (and each rotation) to every other region; the other
-regions' stacks refer to their replica by that name. A fixed name means a destroyed multi-region stage
-can be deployed again only after the secret's recovery window, or after
-`aws secretsmanager delete-secret --force-delete-without-recovery` (docs/deploy.md).
+regions' stacks refer to their replica by that name.
+
+The secret is not data: it goes with the stack on `cdk destroy` whatever `retain_data` says
+(CloudFormation deletes a secret without a recovery window, replicas included), so the fixed name is free
+for the next deploy. Leases signed with the old key are then refused, and their messages come back once
+their visibility timeout passes: at-least-once, nothing acknowledged is lost.
 """
 
 from __future__ import annotations
@@ -28,9 +31,7 @@ from stacks.regions import Deployment
 
 
 class LeaseKey(Construct):
-    def __init__(
-        self, scope: Construct, construct_id: str, *, retain: bool, deployment: Deployment | None = None
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, deployment: Deployment | None = None) -> None:
         super().__init__(scope, construct_id)
         self.deployment = deployment
         self.secret: secretsmanager.ISecret
@@ -42,9 +43,8 @@ class LeaseKey(Construct):
         self.secret = secretsmanager.Secret(
             self,
             c.LOGICAL_LEASE_KEY_SECRET,
-            # Single region: no fixed name (a deleted secret keeps its name for its recovery window,
-            # 7-30 days, so a fixed one would make redeploying a destroyed stage fail); functions get
-            # the ARN. Multi-region: named and replicated (see above).
+            # Single region: a generated name, functions get the ARN. Multi-region: named and
+            # replicated (see above).
             secret_name=deployment.lease_key_secret_name if deployment else None,
             replica_regions=(
                 [secretsmanager.ReplicaRegion(region=r) for r in deployment.others] if deployment else None
@@ -56,7 +56,7 @@ class LeaseKey(Construct):
                 password_length=64,
                 exclude_punctuation=True,
             ),
-            removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
+            removal_policy=RemovalPolicy.DESTROY,  # not data: see above
         )
         cfn = self.secret.node.default_child
         assert isinstance(cfn, CfnResource)

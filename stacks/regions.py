@@ -24,6 +24,9 @@ class Deployment:
     region: str
     stage: str
     shard_table_count: int
+    # The deploying account when the CDK CLI knows it (CDK_DEFAULT_ACCOUNT), so bucket names are literal
+    # in the template (what CloudFormation needs to adopt a retained bucket); None: a deploy-time token.
+    account: str | None = None
 
     @property
     def home(self) -> str:
@@ -51,8 +54,10 @@ class Deployment:
         ]
 
     def bucket_name(self, region: str) -> str:
-        """The segment bucket of `region` in the deploying account (a deploy-time token for the account)."""
-        return c.physical_name(self.stage, c.LOGICAL_SEGMENT_BUCKET, account=Aws.ACCOUNT_ID, region=region)
+        """The segment bucket of `region` in the deploying account (a deploy-time token when synthesized
+        without credentials)."""
+        account = self.account or Aws.ACCOUNT_ID
+        return c.physical_name(self.stage, c.LOGICAL_SEGMENT_BUCKET, account=account, region=region)
 
     @property
     def lease_key_secret_name(self) -> str:

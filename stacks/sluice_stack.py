@@ -67,7 +67,7 @@ class SluiceStack(Stack):
             capacity=shard_capacity(config),
             deployment=deployment,
         )
-        self.lease_key = LeaseKey(self, "LeaseKey", retain=config.retain_data, deployment=deployment)
+        self.lease_key = LeaseKey(self, "LeaseKey", deployment=deployment)
         environment = base_environment(
             control_table=self.storage.control_table.table_name,
             shard_tables=[t.table_name for t in self.storage.shard_tables],

@@ -16,8 +16,15 @@ Segment bucket layout and lifecycle (anything not listed lives until the engine 
 - `exports/`                      Parquet written by the Glue pull consumer: kept.
 Incomplete multipart uploads are aborted after 1 day everywhere.
 
-Multi-region (`deployment` given): tables and the segment bucket get deterministic names
-(`stacks.regions.Deployment`); the home region's stack defines the control table as a global table
+Names: the tables and the segment bucket, which keep the data and are retained on `cdk destroy` (unless
+`retain_data=false`), have deterministic names (`constants.physical_name`): `sluice-<stage>-control`,
+`sluice-<stage>-shards-<i>`, `sluice-<stage>-segments-<account>-<region>`. A deploy after a destroy
+then finds them under the same names and adopts them (`cdk deploy --import-existing-resources`: CloudFormation
+imports a retained resource whose literal name the template gives, docs/deploy.md). The bucket's name is
+literal when the CDK CLI knows the account and region (`app.deploy_target`), a deploy-time join otherwise.
+The access-log bucket keeps a generated name: a retained one is left behind, never in the way.
+
+Multi-region (`deployment` given): the home region's stack defines the control table as a global table
 (`TableV2`, one replica in every other region) and the other regions' stacks refer to their replica
 by name. Each region has its own shard tables (same names everywhere) and its own bucket.
 """
@@ -26,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import CfnResource, Duration, RemovalPolicy
+from aws_cdk import CfnResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as ddb
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -57,19 +64,20 @@ class Storage(Construct):
         self.deployment = deployment
 
         self.control_table: ddb.ITable = (
-            self._table(c.LOGICAL_CONTROL_TABLE, removal)
+            self._table(stage, c.LOGICAL_CONTROL_TABLE, removal)
             if deployment is None
             else self._control_table(deployment, removal)
         )
         self.shard_tables = [
-            self._table(
-                f"{c.LOGICAL_SHARD_TABLE_PREFIX}{i}",
-                removal,
-                capacity,
-                name=deployment.shard_table_names[i] if deployment else None,
-            )
+            self._table(stage, f"{c.LOGICAL_SHARD_TABLE_PREFIX}{i}", removal, capacity)
             for i in range(shard_table_count)
         ]
+        stack = Stack.of(self)
+        bucket_name = (
+            deployment.bucket_name(deployment.region)
+            if deployment
+            else c.physical_name(stage, c.LOGICAL_SEGMENT_BUCKET, account=stack.account, region=stack.region)
+        )
 
         self.access_log_bucket = s3.Bucket(
             self,
@@ -84,7 +92,7 @@ class Storage(Construct):
         self.segment_bucket = s3.Bucket(
             self,
             c.LOGICAL_SEGMENT_BUCKET,
-            bucket_name=deployment.bucket_name(deployment.region) if deployment else None,
+            bucket_name=bucket_name,
             encryption=s3.BucketEncryption.S3_MANAGED,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
@@ -137,16 +145,12 @@ class Storage(Construct):
         return table
 
     def _table(
-        self,
-        logical_id: str,
-        removal: RemovalPolicy,
-        capacity: ShardCapacity | None = None,
-        name: str | None = None,
+        self, stage: str, logical_id: str, removal: RemovalPolicy, capacity: ShardCapacity | None = None
     ) -> ddb.Table:
         table = ddb.Table(
             self,
             logical_id,
-            table_name=name,
+            table_name=c.physical_name(stage, logical_id),
             partition_key=ddb.Attribute(name=c.PARTITION_KEY, type=ddb.AttributeType.STRING),
             sort_key=ddb.Attribute(name=c.SORT_KEY, type=ddb.AttributeType.STRING),
             billing_mode=ddb.BillingMode.PROVISIONED if capacity else ddb.BillingMode.PAY_PER_REQUEST,

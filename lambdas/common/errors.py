@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
@@ -69,15 +70,12 @@ def error_headers(exc: errors.SluiceError) -> dict[str, str]:
     return headers
 
 
-def plain_body(exc: errors.SluiceError) -> dict[str, Any]:
-    """The Durable Streams face's error body: `{"error": "...", **details}` (no envelope)."""
-    details = {k: v for k, v in exc.details.items() if k != "retry_after_seconds"}
-    return {"error": exc.message, **details}
-
-
-def as_plain(exc: errors.SluiceError) -> errors.SluiceError:
-    """Mark an error to be rendered as `plain_body` by this registry (Durable Streams face)."""
-    exc.plain_body = True  # type: ignore[attr-defined]
+def rendered_by(
+    exc: errors.SluiceError, render: Callable[[errors.SluiceError], Response]
+) -> errors.SluiceError:
+    """Mark an error to be answered by its face's own renderer instead of the envelope (a face whose
+    protocol has another error shape raises through here)."""
+    exc.render = render  # type: ignore[attr-defined]
     return exc
 
 
@@ -102,15 +100,10 @@ def register(app: APIGatewayHttpResolver) -> None:
 
     @app.exception_handler(errors.SluiceError)
     def _domain(exc: errors.SluiceError) -> Response:
-        headers = error_headers(exc)
-        if getattr(exc, "plain_body", False):
-            return Response(
-                status_code=status_of(exc),
-                content_type=content_types.APPLICATION_JSON,
-                body=plain_body(exc),
-                headers=headers,
-            )
-        return error_response(status_of(exc), exc.code, exc.message, headers)
+        render = getattr(exc, "render", None)
+        if render is not None:
+            return render(exc)
+        return error_response(status_of(exc), exc.code, exc.message, error_headers(exc))
 
     @app.exception_handler(RequestValidationError)
     def _invalid(exc: RequestValidationError) -> Response:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
@@ -12,22 +12,15 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.common import errors as error_registry
+from lambdas.common.face import Face, envelope_rejection
 from lambdas.common.observability import http_function
-from lambdas.common.openstreams import SECURITY_HEADERS
 from lambdas.common.runtime import service
 from sluice import errors
-from sluice.constants import (
-    CLOUDFLARE,
-    LAMBDA_SYNC_PAYLOAD_BYTES,
-    OPEN_STREAMS,
-    ROUTES,
-    STREAMS,
-    Route,
-)
+from sluice.constants import LAMBDA_SYNC_PAYLOAD_BYTES, ROUTES, Route
 from sluice.engine.auth import Principal
-from sluice.settings import get_settings
 
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
+StaticHandler = Callable[[dict[str, Any]], dict[str, Any]]  # no token, no resolver: files, not API
 
 
 def build_app(*routers: APIGatewayHttpRouter) -> APIGatewayHttpResolver:
@@ -70,31 +63,18 @@ def principal_of(router: APIGatewayHttpRouter) -> Principal:
     return router.context["principal"]
 
 
-def authorize(route: Route, event: dict[str, Any]) -> Principal:
+def authorize(route: Route, face: Face, event: dict[str, Any]) -> Principal:
     """Check the token against the route's scopes before anything else runs, so a caller without
     access never learns whether a queue exists, and bad input from strangers costs nothing."""
     tokens = service().tokens
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
-    credential = headers.get("authorization")
-    if route.face == STREAMS:  # Durable Streams clients may send the token in an `auth` header
-        credential = credential or headers.get("auth")
-    principal = tokens.authenticate(credential)
+    principal = tokens.authenticate(face.credential(headers))
     queue = (event.get("pathParameters") or {}).get(route.queue_param) if route.queue_param else None
-    if queue and route.face == CLOUDFLARE:  # a 32-hex queue_id: bind the token check to its name
-        queue = service().queues.resolve(queue)
+    if queue:
+        queue = face.queue_of(queue)
     for scope in route.scopes:
         tokens.authorize(principal, scope, queue)  # type: ignore[arg-type]
     return principal
-
-
-def open_without_token(route: Route, event: dict[str, Any]) -> bool:
-    """The opt-in of `Settings.open_stream_prefix`: open-protocol stream paths under that prefix (`*`: all)
-    are served without a token. Off unless the stack (CDK context) or `sluice local` sets it."""
-    prefix = get_settings().open_stream_prefix
-    if route.face != OPEN_STREAMS or not prefix:
-        return False
-    path = (event.get("pathParameters") or {}).get(route.queue_param or "", "")
-    return prefix == "*" or path.startswith(prefix)
 
 
 def _treat_body_as_json(event: dict[str, Any]) -> None:
@@ -145,46 +125,45 @@ def _too_deep(body: str) -> bool:
     return False
 
 
-def _reject(exc: errors.SluiceError, route: Route | None) -> dict[str, Any]:
-    """An error answered before the resolver runs, in the body shape of the route's face."""
-    body = error_registry.envelope(errors_=[{"code": exc.code, "message": exc.message}])
-    if route is not None and route.face == OPEN_STREAMS:  # the protocol's bodies are not JSON
-        return {
-            "statusCode": error_registry.status_of(exc),
-            "headers": {**SECURITY_HEADERS, "Content-Type": "text/plain; charset=utf-8"},
-            "body": f"{exc.message}\n",
-            "isBase64Encoded": False,
-        }
-    if route is not None and route.face == STREAMS:
-        body = error_registry.plain_body(exc)
-    return {
-        "statusCode": error_registry.status_of(exc),
-        "headers": {"Content-Type": content_types.APPLICATION_JSON},
-        "body": json.dumps(body),
-        "isBase64Encoded": False,
+def make_handler(
+    app: APIGatewayHttpResolver,
+    function: str,
+    faces: tuple[Face, ...],
+    static: Mapping[str, StaticHandler] | None = None,
+) -> LambdaHandler:
+    """The Lambda entry point of `function`: auth gate from the route table, then the resolver. Routes
+    whose `face` is a key of `static` (the console's files) go to that handler instead, untouched."""
+    static = static or {}
+    by_name = {face.name: face for face in faces}
+    routes = {
+        route.route_key: (route, by_name[route.face])
+        for route in ROUTES
+        if route.function == function and route.face not in static
     }
-
-
-def make_handler(app: APIGatewayHttpResolver, function: str) -> LambdaHandler:
-    """The Lambda entry point of `function`: auth gate from the route table, then the resolver."""
-    routes = {route.route_key: route for route in ROUTES if route.function == function}
+    static_routes = {
+        r.route_key: static[r.face] for r in ROUTES if r.function == function and r.face in static
+    }
 
     @http_function
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        route = routes.get(event.get("routeKey", ""))
-        raw_body = route is not None and route.face == OPEN_STREAMS  # bytes of any content type
+        serve = static_routes.get(event.get("routeKey", ""))
+        if serve is not None:
+            return serve(event)
+        route, face = routes.get(event.get("routeKey", ""), (None, None))
+        reject = face.reject if face is not None else envelope_rejection
+        raw_body = face is not None and face.raw_body
         if not raw_body:
             _treat_body_as_json(event)
-        if route is not None and route.scopes and not open_without_token(route, event):
+        if route is not None and face is not None and route.scopes and not face.tokenless(route, event):
             try:
-                app.append_context(principal=authorize(route, event))
+                app.append_context(principal=authorize(route, face, event))
             except errors.SluiceError as exc:
-                return _reject(exc, route)
+                return reject(exc)
         try:
             if not raw_body:
                 _check_body(event)
         except errors.SluiceError as exc:
-            return _reject(exc, route)
+            return reject(exc)
         return app.resolve(event, context)
 
     return handler

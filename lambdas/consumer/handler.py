@@ -1,14 +1,17 @@
-"""The consumer: API Gateway → pull, ack and lease extension; coordinator events → push delivery."""
+"""The consumer: API Gateway → pull, ack and lease extension, stream reads (every face); coordinator
+events → push delivery."""
 
 from typing import Any
 
 from lambdas.common import restore  # noqa: F401  (registers the SnapStart hooks)
+from lambdas.common.face import routers_of
 from lambdas.common.http import build_app, make_handler
-from lambdas.consumer import cloudflare, openstreams, pull, push, records
+from lambdas.consumer import push
+from lambdas.faces.catalog import FACES
 from sluice.constants import FN_CONSUMER
 
-app = build_app(pull.router, cloudflare.router, records.router, openstreams.router)
-http_handler = make_handler(app, FN_CONSUMER)
+app = build_app(*routers_of(FACES, FN_CONSUMER))
+http_handler = make_handler(app, FN_CONSUMER, FACES)
 
 
 def lambda_handler(event: dict[str, Any], context: Any) -> Any:

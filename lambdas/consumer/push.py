@@ -18,11 +18,12 @@ from sluice.settings import get_settings
 def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     spec = parse(event=event, model=PushWorkerEvent).push
     allow_local = get_settings().allow_local_webhooks
-    report = service().pusher.run(
+    sluice = service()
+    report = sluice.pusher.run(
         spec.queue,
         spec.consumer_id,
         spec.slot,
-        lambda consumer: target_for(consumer, allow_local=allow_local),
+        lambda consumer: target_for(consumer, allow_local=allow_local, sign=sluice.webhook_signer.headers),
         context.get_remaining_time_in_millis,
     )
     logger.info("push worker done", extra=asdict(report))

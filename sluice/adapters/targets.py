@@ -1,6 +1,6 @@
-"""Push targets: a webhook (HTTPS POST of the JSON batch), a Lambda function (synchronous invoke), or,
-in the local runtime, an in-process Python callable. Each is a callable that returns on success and
-raises `TargetFailed` otherwise."""
+"""Push targets: a webhook (HTTPS POST of the JSON batch, signed: sluice/webhooks.py), a Lambda function
+(synchronous invoke: IAM authenticates it), or, in the local runtime, an in-process Python callable.
+Each is a callable that returns on success and raises `TargetFailed` otherwise."""
 
 from __future__ import annotations
 
@@ -26,19 +26,28 @@ def _python_target(spec: str) -> Callable[[dict[str, Any]], Any]:
     return getattr(importlib.import_module(module_name), attr)
 
 
-def target_for(consumer: PushConsumer, *, allow_local: bool, lambda_endpoint: str | None = None) -> Target:
+def target_for(
+    consumer: PushConsumer,
+    *,
+    allow_local: bool,
+    sign: Callable[[bytes], dict[str, str]],
+    lambda_endpoint: str | None = None,
+) -> Target:
+    """`sign(body)`: the signature headers of one webhook delivery attempt (`WebhookSigner.headers`)."""
     validate_target(consumer, allow_local=allow_local)
     if consumer.type == "webhook":
         url = consumer.url
         assert url is not None
 
         def webhook(payload: dict[str, Any]) -> None:
+            body = json.dumps(payload).encode()
+            headers = {"Content-Type": "application/json", "User-Agent": "sluice-push/1", **sign(body)}
             try:
                 resp = _http.request(
                     "POST",
                     url,
-                    body=json.dumps(payload).encode(),
-                    headers={"Content-Type": "application/json", "User-Agent": "sluice-push/1"},
+                    body=body,
+                    headers=headers,
                     timeout=urllib3.Timeout(connect=5, read=25),
                 )
             except urllib3.exceptions.HTTPError as exc:

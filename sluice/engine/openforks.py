@@ -23,7 +23,6 @@ rather than deleted — never the other way round, which could delete data a for
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,13 +33,6 @@ from sluice.engine.backend import Backend
 from sluice.engine.queues import QueueRegistry
 from sluice.models import OpenStreamFork, OpenStreamMeta, Queue
 
-_OWN_OFFSET = re.compile(r"^\d{16}$")
-# The reference server's `<16 digits>_<16 digits>` shape, which clients (and the conformance suite)
-# also send as a fork offset: read as one 32-digit number, so all zeros is the start and anything
-# past this server's tails is refused as beyond the source.
-_PAIR_OFFSET = re.compile(r"^(\d{16})_(\d{16})$")
-_SUB_OFFSET = re.compile(r"^(0|[1-9]\d*)$")
-
 
 @dataclass(frozen=True)
 class ForkRequest:
@@ -49,21 +41,6 @@ class ForkRequest:
     source_path: str
     offset: int | None
     sub_offset: int
-
-
-def parse_fork(source: str | None, offset: str | None, sub_offset: str | None) -> ForkRequest | None:
-    if source is None:
-        if offset is not None or sub_offset is not None:
-            raise errors.InvalidRequest("Stream-Fork-Offset and Stream-Fork-Sub-Offset need a source")
-        return None
-    sub = 0
-    if sub_offset is not None:
-        if not _SUB_OFFSET.match(sub_offset.strip()):
-            raise errors.InvalidRequest("Stream-Fork-Sub-Offset must be a non-negative integer")
-        sub = int(sub_offset.strip())
-    if sub and offset is None:
-        raise errors.InvalidRequest("Stream-Fork-Sub-Offset past 0 needs a Stream-Fork-Offset")
-    return ForkRequest(source.strip(), parse_fork_offset(offset), sub)
 
 
 def fork_point(
@@ -118,20 +95,6 @@ def fork_meta(
             ),
         }
     )
-
-
-def parse_fork_offset(raw: str | None) -> int | None:
-    if raw is None:
-        return None
-    text = raw.strip()
-    if text == "-1":
-        return 0
-    if _OWN_OFFSET.match(text):
-        return int(text)
-    pair = _PAIR_OFFSET.match(text)
-    if pair:
-        return int(pair.group(1) + pair.group(2))
-    raise errors.InvalidOffset(f"Stream-Fork-Offset {raw!r} is not an offset this server returned")
 
 
 class Lineage:

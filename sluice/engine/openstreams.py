@@ -26,10 +26,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import random
-import re
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from sluice import errors
@@ -55,16 +53,8 @@ STREAM_SETTINGS: dict[str, Any] = {
     "bottomless": True,
     "max_message_bytes": 1_048_576,
 }
-MAX_SAFE_INTEGER = 2**53 - 1
-_OFFSET_RE = re.compile(r"^\d{16}$")
-_TTL_RE = re.compile(r"^(0|[1-9]\d*)$")
-_INT_RE = re.compile(r"^(0|[1-9]\d*)$")
-BEGINNING, NOW = "-1", "now"
 _APPEND_ATTEMPTS = 50
 SETTLE_SECONDS = 2.0  # how long a read waits for positions allocated but not yet written
-# Cursors: 20-second intervals since 2024-10-09T00:00:00Z, as PROTOCOL.md section 10.1 describes.
-CURSOR_EPOCH_MS = 1_728_432_000_000
-CURSOR_INTERVAL_MS = 20_000
 
 
 def queue_name_for(path: str) -> str:
@@ -89,14 +79,6 @@ def is_text(content_type: str) -> bool:
     return media_type(content_type).startswith("text/") or is_json(content_type)
 
 
-def next_cursor(now_ms: int, client_cursor: str | None) -> str:
-    """The current interval; strictly past the client's echo when it is not behind (jitter 1-3600 s)."""
-    interval = (now_ms - CURSOR_EPOCH_MS) // CURSOR_INTERVAL_MS
-    if client_cursor and _INT_RE.match(client_cursor) and int(client_cursor) >= interval:
-        interval = int(client_cursor) + random.randint(1, 3600 // (CURSOR_INTERVAL_MS // 1000))
-    return str(interval)
-
-
 # --- request values --------------------------------------------------------------------------------------
 
 
@@ -105,39 +87,6 @@ def validate_path(path: str) -> None:
         raise errors.InvalidRequest("the stream path is empty")
     if len(path) > MAX_PATH_CHARS:
         raise errors.StreamNameTooLong(f"the stream path is longer than {MAX_PATH_CHARS} characters")
-
-
-def parse_ttl(raw: str | None) -> int | None:
-    if raw is None:
-        return None
-    if not _TTL_RE.match(raw.strip()):
-        raise errors.InvalidRequest("Stream-TTL must be a non-negative integer without sign or leading zeros")
-    return int(raw.strip())
-
-
-def parse_expires_at(raw: str | None) -> int | None:
-    """Milliseconds of an RFC 3339 timestamp (a timezone is required)."""
-    if raw is None:
-        return None
-    text = raw.strip()
-    if not re.match(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$", text):
-        raise errors.InvalidRequest("Stream-Expires-At must be an RFC 3339 timestamp with a timezone")
-    try:
-        moment = datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise errors.InvalidRequest("Stream-Expires-At is not a valid RFC 3339 timestamp") from exc
-    return int(moment.timestamp() * 1000)
-
-
-def parse_offset(raw: str | None) -> str | int:
-    """`-1` or absent → 0, `now` → NOW, else the sequence a 16-digit offset names."""
-    if raw is None or raw == BEGINNING:
-        return 0
-    if raw == NOW:
-        return NOW
-    if not _OFFSET_RE.match(raw):
-        raise errors.InvalidOffset(f"offset {raw!r} is not an offset this server returned, -1 or now")
-    return int(raw)
 
 
 @dataclass(frozen=True)
@@ -149,23 +98,6 @@ class Producer:
     @property
     def tuple_key(self) -> str:
         return f"{self.id}\x00{self.epoch}\x00{self.seq}"
-
-
-def parse_producer(pid: str | None, epoch: str | None, seq: str | None) -> Producer | None:
-    given = [v is not None for v in (pid, epoch, seq)]
-    if not any(given):
-        return None
-    if not all(given):
-        raise errors.InvalidRequest("Producer-Id, Producer-Epoch and Producer-Seq go together")
-    assert pid is not None and epoch is not None and seq is not None
-    if not pid.strip():
-        raise errors.InvalidRequest("Producer-Id must not be empty")
-    values = []
-    for name, raw in (("Producer-Epoch", epoch), ("Producer-Seq", seq)):
-        if not _INT_RE.match(raw.strip()) or int(raw.strip()) > MAX_SAFE_INTEGER:
-            raise errors.InvalidRequest(f"{name} must be an integer from 0 to 2^53-1")
-        values.append(int(raw.strip()))
-    return Producer(pid, values[0], values[1])
 
 
 def json_messages(body: bytes, *, allow_empty: bool) -> list[str]:
@@ -233,10 +165,6 @@ class ReadResult:
         if is_json(self.info.meta.content_type):
             return b"[" + b",".join(self.bodies) + b"]"
         return b"".join(self.bodies)
-
-    def etag(self) -> str:
-        closed = ":c" if self.at_end else ""
-        return f'"{self.info.queue.incarnation}:{self.start}:{self.next}{closed}"'
 
 
 # --- the face --------------------------------------------------------------------------------------------
@@ -323,6 +251,7 @@ class OpenStreams:
         content_type: str | None,
         ttl_seconds: int | None,
         expires_at: str | None,
+        expires_at_ms: int | None,
         closed: bool,
         body: bytes,
         fork: ForkRequest | None = None,
@@ -330,13 +259,12 @@ class OpenStreams:
         validate_path(path)
         if ttl_seconds is not None and expires_at is not None:
             raise errors.InvalidRequest("send Stream-TTL or Stream-Expires-At, not both")
-        expires_ms = parse_expires_at(expires_at)
         meta = OpenStreamMeta(
             path=path,
             content_type=content_type or DEFAULT_CONTENT_TYPE,
             ttl_seconds=ttl_seconds,
             expires_at=expires_at.strip() if expires_at else None,
-            expires_at_ms=expires_ms,
+            expires_at_ms=expires_at_ms,
         )
         source: Queue | None = None
         prefix: list[OutgoingMessage] = []

@@ -2,14 +2,13 @@
 
 The local runtime provisions what the CDK stack defines, not a hand-written copy of it: every
 `AWS::DynamoDB::Table` in the template (key schema, attribute types, billing mode, TTL) and the segment
-bucket. Template physical names are deploy-time tokens, so resources are named locally from their
-logical ids (`sluice.constants.LOGICAL_*`):
+bucket. Resources are named locally from their logical ids (`sluice.constants.LOGICAL_*`), as the stack
+names them (the bucket's account and region are deploy-time values in the template):
 
     ControlTable   -> sluice-{stage}-control
     ShardTable{i}  -> sluice-{stage}-shards-{i}
-    SegmentBucket  -> sluice-{stage}-segments (sluice-{stage}-segments-{account}-{region} for one
-                      region of a multi-region `sluice local`, as the multi-region stack names it:
-                      bucket names are global)
+    SegmentBucket  -> sluice-{stage}-segments-{account}-{region} (moto's account; bucket names are
+                      global)
     LeaseKeySecret -> sluice/{stage}/lease-key (the deployed name), its value generated as the
                       template's GenerateSecretString says (Secrets Manager does it in AWS)
     other tables   -> sluice-{stage}-{logical id, lower case}
@@ -102,9 +101,9 @@ def provision(
             _create_table(ddb, name, props)
 
     s3 = aws.client("s3", endpoint_url, region)
-    # One bucket per account and region in a multi-region deployment (S3 names are global).
+    # One bucket per account and region, named as the stack names it (S3 names are global).
     bucket = local_name(
-        stage, c.LOGICAL_SEGMENT_BUCKET, account=LOCAL_ACCOUNT if region else None, region=region
+        stage, c.LOGICAL_SEGMENT_BUCKET, account=LOCAL_ACCOUNT, region=region or s3.meta.region_name
     )
     try:
         s3.head_bucket(Bucket=bucket)

@@ -127,7 +127,9 @@ def synth(
     tmp = outdir.with_name(f"{outdir.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     env = {
-        **os.environ,
+        # Without the CDK CLI's deploy target the template stays environment-agnostic, as the local
+        # runtime and the IAM call audit resolve it (app.deploy_target).
+        **{k: v for k, v in os.environ.items() if k not in ("CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION")},
         "CDK_OUTDIR": str(tmp),
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": os.environ.get(
             "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20"

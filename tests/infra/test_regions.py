@@ -297,9 +297,8 @@ def test_without_regions_the_single_stack_is_unchanged(stack: Any, cfn: dict[str
     assert stack.artifact_id == c.STACK_ID and stack.stack_name == f"sluice-{STAGE}"
     resources = cfn["Resources"]
     assert resources[c.LOGICAL_CONTROL_TABLE]["Type"] == "AWS::DynamoDB::Table"
-    for lid in (c.LOGICAL_CONTROL_TABLE, f"{c.LOGICAL_SHARD_TABLE_PREFIX}0"):
-        assert "TableName" not in resources[lid]["Properties"]
-    assert "BucketName" not in resources[c.LOGICAL_SEGMENT_BUCKET]["Properties"]
+    for lid in (c.LOGICAL_CONTROL_TABLE, f"{c.LOGICAL_SHARD_TABLE_PREFIX}0"):  # named as in every region
+        assert resources[lid]["Properties"]["TableName"] == c.physical_name(STAGE, lid)
     assert "Name" not in resources[c.LOGICAL_LEASE_KEY_SECRET]["Properties"]
     for lid in function_ids(resources).values():
         env = resources[lid]["Properties"]["Environment"]["Variables"]

@@ -54,3 +54,26 @@ def test_the_local_runtime_resolves_every_route_through_the_alias(cfn: dict[str,
     for route in c.ROUTES:
         target = targets[route.route_key]
         assert (target.function, target.alias, target.snap_start) == (route.function, c.API_ALIAS, True)
+
+
+def _parameters(value: Any, parameters: set[str]) -> set[str]:
+    """The template parameters (resolved at deploy time, e.g. the Powertools layer's SSM parameter) a value
+    references."""
+    return refs(value) & parameters
+
+
+def test_each_published_version_changes_with_every_deploy_time_value_its_function_loads(
+    cfn: dict[str, Any],
+) -> None:
+    """The layer ARN comes from an SSM parameter resolved at deploy time: with `powertools_version=latest`
+    it changes while the template does not, so the version's logical id (a hash of the template) stays.
+    The version must name the parameter itself (its description), so a new value replaces it: a new
+    version is published and snapshotted, and the alias moves onto the new layer."""
+    resources, parameters = cfn["Resources"], set(cfn.get("Parameters", {}))
+    versions = of_type(resources, "AWS::Lambda::Version")
+    fn_ids = function_ids(resources)
+    for name in c.API_FUNCTIONS:
+        loaded = _parameters(resources[fn_ids[name]]["Properties"], parameters)
+        assert loaded, "the layer is resolved from its SSM parameter at deploy time"
+        (version,) = (v for v in versions.values() if refs(v["Properties"]["FunctionName"]) == {fn_ids[name]})
+        assert _parameters(version["Properties"], parameters) == loaded, name

@@ -50,7 +50,7 @@ def test_dead_lettering_an_overflow_message(api, queue_name):
     (dead,) = body["result"]["messages"]
     assert dead["body"] == text
     puts = _recorded(c.FN_CONSUMER, "s3:PutObject")
-    assert any(":::sluice-test-segments/overflow/" in arn for arn in puts), puts
+    assert any(":::sluice-test-segments-123456789012-us-east-1/overflow/" in arn for arn in puts), puts
 
 
 def test_the_consumer_creates_a_deleted_dead_letter_queue_again(api, queue_name):

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lambdas.broker import idempotency
+from lambdas.common import idempotency
 from sluice import faults
 from sluice.client import SluiceApiError, SluiceClient
 from tests.conftest import ADMIN_TOKEN

@@ -277,7 +277,7 @@ def test_queue_metrics_name_each_shard_region_and_give_figures_per_region(region
 
 
 def test_idempotency_records_stay_in_the_region_table(deployment, monkeypatch):
-    from lambdas.broker import idempotency
+    from lambdas.common import idempotency
 
     monkeypatch.setattr(idempotency, "get_settings", lambda: deployment[AWAY])
     idempotency._guarded.cache_clear()

@@ -11,7 +11,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import TypeAdapter
 
 from lambdas.common.http import build_app, ok
-from lambdas.common.responses import Envelope, QueueView, Redriven
+from lambdas.common.responses import Envelope
+from lambdas.faces.native.responses import QueueView, Redriven
 from sluice.local.workers import LocalContext
 from sluice.models import QueueSettings
 

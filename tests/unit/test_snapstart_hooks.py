@@ -80,7 +80,7 @@ def test_the_hooks_drop_cached_clients_and_the_engine(settings: object) -> None:
 
 
 def test_broker_idempotency_layer_is_rebuilt_after_restore(settings: object) -> None:
-    from lambdas.broker import idempotency
+    from lambdas.common import idempotency
 
     idempotency._guarded()
     assert idempotency._guarded.cache_info().currsize == 1
