@@ -9,8 +9,9 @@ Model (each documented where it comes from):
   (not published; AWS Support's figure, github-aws-runners/terraform-aws-github-runner#2944). A token
   bucket holding one second of each; beyond it `ThrottlingException` (botocore `ClientError`).
   Sampled scenarios scale the read quota with the load (`scale`): 1/k of the containers share 1/k of it.
-- The SDK's retries as botocore's standard mode does them: the mirror's reads make one attempt
-  (`sluice.adapters.aws.FAIL_FAST_CONFIG`), writes 5 (`RETRY_CONFIG`), backoff rand(0,1) x 2^(n-1) s.
+- The SDK's retries as botocore's standard mode does them: the mirror's calls make one attempt
+  (`sluice.adapters.aws.FAIL_FAST_CONFIG`: a throttled read falls back to the control item, a throttled
+  write is repaired by the coordinator).
 - Latency: not published; a DynamoDB round trip doubled (log-normal, median 8 ms), plus the
   inter-region round trip for another region's parameters.
 
@@ -35,7 +36,7 @@ from sluice.adapters.ssm import ADVANCED_MAX_BYTES, STANDARD_MAX_BYTES, SsmMirro
 READ_TPS = 40.0
 PUT_TPS = 3.0
 READ_ATTEMPTS = 1
-WRITE_ATTEMPTS = 5
+WRITE_ATTEMPTS = 1
 SSM_LATENCY = Latency(median_s=0.008, sigma=0.45, rng=random.Random(5))
 
 
@@ -183,5 +184,5 @@ class TwinMirror(SsmMirror):
         return self.ssm
 
     @property
-    def _read_client(self) -> Any:
+    def _fast_client(self) -> Any:
         return self.ssm

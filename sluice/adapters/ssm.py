@@ -72,8 +72,10 @@ class SsmMirror:
         return aws.client("ssm", self._endpoint_url, self.region)
 
     @property
-    def _read_client(self) -> Any:
-        """Reads fail fast: a container that cannot read the mirror reads the control item instead."""
+    def _fast_client(self) -> Any:
+        """Reads and writes fail fast (no retry): the mirror is a cache of the control item. A container
+        that cannot read it reads the control item instead; a write SSM throttles is repaired by the
+        coordinator (PutParameter has a small quota of its own), not retried for seconds of backoff."""
         return aws.client("ssm", self._endpoint_url, self.region, fail_fast=True)
 
     def name(self, queue: str) -> str:
@@ -144,7 +146,7 @@ class SsmMirror:
     def _get(self, name: str) -> str | None:
         try:
             with aws.translated("SSM"):
-                resp = self._read_client.get_parameter(Name=name)
+                resp = self._fast_client.get_parameter(Name=name)
         except ClientError as exc:
             if aws.error_code(exc) == "ParameterNotFound":
                 return None
@@ -156,7 +158,7 @@ class SsmMirror:
         found: dict[str, str] = {}
         for start in range(0, len(names), GET_PARAMETERS_MAX):
             with aws.translated("SSM"):
-                resp = self._read_client.get_parameters(Names=names[start : start + GET_PARAMETERS_MAX])
+                resp = self._fast_client.get_parameters(Names=names[start : start + GET_PARAMETERS_MAX])
             found.update({p["Name"]: p["Value"] for p in resp.get("Parameters", [])})
         return found
 
@@ -171,6 +173,6 @@ class SsmMirror:
 
     def _put_tier(self, name: str, value: str, tier: str) -> None:
         with aws.translated("SSM"):
-            self._client.put_parameter(Name=name, Value=value, Type="String", Overwrite=True, Tier=tier)
+            self._fast_client.put_parameter(Name=name, Value=value, Type="String", Overwrite=True, Tier=tier)
         if tier == "Advanced":
             self._advanced.add(name)

@@ -226,6 +226,8 @@ class Consumer:
             sample += [s for s in shards if (group, s.id) in carried.ops and s not in sample]
         views = self._read_views(queue, sample, group)
         backlog = sum(v.work for v in views)
+        if self.directory.get(queue.name).paused:  # a HEAD just said so (the stamp of a pause)
+            return [], backlog
         if len(sample) < len(shards) and sample:
             backlog = backlog * len(shards) // len(sample)  # an estimate when not every shard was read
         deliveries: list[Delivery] = []

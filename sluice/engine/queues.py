@@ -375,7 +375,10 @@ class QueueRegistry:
                 return False
             if mirrored.incarnation != queue.incarnation:  # the earlier queue's shards refuse sends here
                 self.seal_heads(mirrored, self.region)
-        self.backend.mirror.write(queue.name, self.mirror_document(queue))
+        try:
+            self.backend.mirror.write(queue.name, self.mirror_document(queue))
+        except errors.Throttled:
+            return False
         return True
 
     def mirror_document(self, queue: Queue) -> str:
@@ -391,10 +394,16 @@ class QueueRegistry:
         )
 
     def _to_every_mirror(self, name: str, action: Callable[[SsmMirror], None], done: str) -> None:
-        """`action` on this region's mirror (its failure raises), then on every other region's (a
-        failure is logged: that region's coordinator repairs its mirror)."""
+        """`action` on this region's mirror, then on every other region's. The change is committed in
+        the control item already and the mirror is a cache: one that SSM throttled (PutParameter has a
+        small quota of its own) or could not reach is logged, and that region's coordinator repairs it;
+        containers meanwhile read the control item, and learn of map changes from the HEAD stamps. Any
+        other failure of this region's mirror (a document SSM refuses) is the caller's error."""
         own, *others = self.backend.mirrors
-        action(own)
+        try:
+            action(own)
+        except (errors.Throttled, errors.DependencyUnavailable) as exc:
+            log.warning("queue %s: the mirror here was not %s (repaired later): %s", name, done, exc)
         for mirror in others:
             try:
                 action(mirror)

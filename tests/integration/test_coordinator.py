@@ -473,9 +473,13 @@ def test_a_mirror_left_behind_by_a_delete_is_pruned_and_its_shards_refuse_sends(
     stale = Publisher(clocked.backend, QueueDirectory(clocked.queues, lambda _name: doc))
     stale.publish(queue_name, [OutgoingMessage(body=b'"lost"')])  # accepted into a deleted queue
 
-    config = CoordinatorConfig(
-        ownership_ms=LEASE_MS, ownership_sk=f"LEASE-{queue_name}", queues=[], prune_every_ms=0
+    # Another container's clock ran ahead when it last listed the path: a listing "in the future" is due
+    # (else a skewed clock would stop pruning for good).
+    pruned_at = clocked.backend.clock() + 3_600_000
+    clocked.backend.control.put(
+        {keys.PK: keys.COORDINATOR_PK, keys.SK: keys.COORDINATOR_PRUNED_SK, "at": pruned_at}
     )
+    config = CoordinatorConfig(ownership_ms=LEASE_MS, ownership_sk=f"LEASE-{queue_name}", queues=[])
     report = Coordinator(clocked.backend, clocked.queues, None, config).run_once()
     assert queue_name in report.pruned
     assert clocked.backend.mirror.read(queue_name) is None

@@ -128,3 +128,18 @@ def test_throttled_shards_wake_the_coordinator_once_for_the_whole_fleet(
             with pytest.raises(errors.Throttled):
                 broker.publisher.publish(queue_name, [OutgoingMessage(body=b'"x"')])
     assert [(fn, event["woken_by"]) for fn, event in invoker.calls] == [("coordinator", queue_name)]
+
+
+def test_a_pause_reaches_a_puller_at_its_next_pull(clocked, queue_name):
+    clocked.queues.create(queue_name)
+    clocked.groups.create(queue_name, "g")
+    send(clocked, queue_name, 2)
+    puller, mirror = container(clocked)
+    assert puller.consumer.pull(queue_name, group="g", batch_size=1).messages  # the puller caches it
+    clocked.queues.set_paused(queue_name, True)  # another container's change
+    assert puller.consumer.pull(queue_name, group="g", batch_size=10).messages == []  # at once
+    with pytest.raises(errors.QueuePaused):
+        puller.consumer.pull(queue_name, group="g", batch_size=10)
+    clocked.queues.set_paused(queue_name, False)
+    assert puller.consumer.pull(queue_name, group="g", batch_size=10).messages
+    assert mirror.reads == 3  # the first read, then once for the pause and once for the resume

@@ -42,7 +42,9 @@ from sluice.models import Queue, Shard
 log = logging.getLogger(__name__)
 
 RETIRED_KEPT = 16  # retired shards kept in the map for lineage; older ones are dropped
-MIRROR_CHECK_EVERY_MS = 60_000  # the SSM mirror is checked against the control item this often
+# The SSM mirror is checked against the control item this often (and whenever the pass finds its HEADs
+# naming an older map than the item's): a read per queue on the quota containers share.
+MIRROR_CHECK_EVERY_MS = 600_000
 FIGURES_FRESH_MS = 300_000  # another region's last pass counts in the all-regions figures this long
 FAST_PERIOD_S = 1.0  # between passes while shards throttle: rates over a second, new shards at once
 
