@@ -36,7 +36,8 @@ from sluice.adapters.ssm import ADVANCED_MAX_BYTES, STANDARD_MAX_BYTES, SsmMirro
 READ_TPS = 40.0
 PUT_TPS = 3.0
 READ_ATTEMPTS = 1
-WRITE_ATTEMPTS = 1
+WRITE_ATTEMPTS = 1  # one value: fail fast (the coordinator repairs it)
+SPLIT_WRITE_ATTEMPTS = 5  # the parts of a split document: RETRY_CONFIG
 SSM_LATENCY = Latency(median_s=0.008, sigma=0.45, rng=random.Random(5))
 
 
@@ -88,6 +89,7 @@ class TwinSsm:
         self.read_bucket = _Bucket(READ_TPS * scale, READ_TPS * scale)
         self.put_bucket = _Bucket(PUT_TPS, PUT_TPS)
         self.stats = SsmStats()
+        self.put_attempts = WRITE_ATTEMPTS
 
     # -- the calls --
 
@@ -181,8 +183,25 @@ class TwinMirror(SsmMirror):
 
     @property
     def _client(self) -> Any:
-        return self.ssm
+        return _Retrying(self.ssm)
 
     @property
     def _fast_client(self) -> Any:
         return self.ssm
+
+
+class _Retrying:
+    """The twin's SSM as the mirror's retrying client (RETRY_CONFIG) sees it: puts try 5 times."""
+
+    def __init__(self, ssm: TwinSsm) -> None:
+        self._ssm = ssm
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ssm, name)
+
+    def put_parameter(self, **kwargs: Any) -> dict[str, Any]:
+        self._ssm.put_attempts = SPLIT_WRITE_ATTEMPTS
+        try:
+            return self._ssm.put_parameter(**kwargs)
+        finally:
+            self._ssm.put_attempts = WRITE_ATTEMPTS

@@ -14,10 +14,11 @@ import random
 import threading
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sluice import errors, faults, offsets
-from sluice.adapters.dynamo import ConditionFailed
+from sluice.adapters.dynamo import ConditionFailed, Table
 from sluice.codec import StoredMessage, encode_batch, encoded_size
 from sluice.engine import keys, regions
 from sluice.engine.backend import Backend
@@ -255,6 +256,27 @@ class Publisher:
         with self._peek_lock:
             return {s.id for s in shards if self._cool_until.get(keys.shard_pk(queue, s.id), 0) > now}
 
+    @staticmethod
+    def _update_head(
+        table: Table,
+        pk: str,
+        expression: str,
+        condition: str,
+        names: dict[str, str],
+        values: dict[str, Any],
+        *,
+        fail_fast: bool,
+    ) -> dict[str, Any] | None:
+        """The allocation's UpdateItem, returning the whole HEAD (its map stamp too). With `fail_fast`
+        a throttle is not retried by the SDK; an outage (5xx) still is, as for every other call."""
+        call = partial(table.update, pk, keys.HEAD_SK, expression, condition=condition, names=names)
+        try:
+            return call(values=values, returns="ALL_NEW", fail_fast=fail_fast)
+        except errors.DependencyUnavailable:
+            if not fail_fast:
+                raise
+            return call(values=values, returns="ALL_NEW")
+
     def _peek(self, queue: Queue, shard: Shard) -> Queue | None:
         """The newer map the region's stamp names, when there is one. Not from a HEAD (a throttled
         partition refuses reads too): from the route item the stamp also wrote next to the document
@@ -306,17 +328,16 @@ class Publisher:
                     expression += f", #g{index} = :g{index}"
             counted, carried = self.counters.add_clause(pk, count, nbytes, names, values)
             try:
-                new = table.update(
+                new = self._update_head(
+                    table,
                     pk,
-                    keys.HEAD_SK,
                     expression + counted,
-                    condition=condition,
-                    names=names,
-                    values=values,
-                    returns="ALL_NEW",  # the whole HEAD: its map stamp too
-                    # A throttled HEAD: one retry, then another shard (an unordered send has others),
-                    # and the throttle is counted and wakes the coordinator at once, not after seconds
-                    # of SDK backoff on a partition that stays hot until the coordinator acts.
+                    condition,
+                    names,
+                    values,
+                    # A throttled HEAD: no SDK retry, another shard (an unordered send has others), and
+                    # the throttle is counted and wakes the coordinator at once, not after seconds of
+                    # backoff on a partition that stays hot until the coordinator acts.
                     fail_fast=guard is None and not queue.settings.ordered,
                 )
             except errors.Throttled:

@@ -165,6 +165,13 @@ _buckets: dict[tuple[str, str, str], TokenBucket] = {}
 _buckets_lock = threading.Lock()
 
 
+def refill_ssm_quota() -> None:
+    """Every account and region starts again with a full second of SSM quota (tests: one test's calls
+    do not spend the next one's)."""
+    with _buckets_lock:
+        _buckets.clear()
+
+
 def ssm_bucket(account: str, region: str, kind: str) -> TokenBucket:
     """The account and region's bucket for `kind` ("read" or "put")."""
     with _buckets_lock:

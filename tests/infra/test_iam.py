@@ -51,6 +51,8 @@ def test_every_resource_named_belongs_to_the_function(
         allowed = {own_logs, c.LOGICAL_SEGMENT_BUCKET, *tables}
         if name == c.FN_COORDINATOR:
             allowed |= {consumer_alias_id(resources), fn_ids[c.FN_SHARD]}
+        if name == c.FN_BROKER:  # it wakes the coordinator when its shards throttle
+            allowed.add(fn_ids[c.FN_COORDINATOR])
         if name in SIGNERS:
             allowed.add(c.LOGICAL_LEASE_KEY_SECRET)
         for s in statements:

@@ -14,6 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from sluice.adapters import aws
+from sluice.local import moto_patches
 from sluice.adapters.ssm import ADVANCED_MAX_BYTES, STANDARD_MAX_BYTES, SsmMirror, split, tag_of, tier_for
 
 
@@ -71,8 +72,10 @@ def test_a_document_over_4kb_is_split_over_standard_parameters_and_read_whole(aw
     names = [mirror.part_name(mirror.name(queue), i) for i in range(7)]
     values = aws.client("ssm").get_parameters(Names=names)["Parameters"]
     assert len(values) == 7 and all(len(p["Value"].encode()) <= STANDARD_MAX_BYTES for p in values)
+    moto_patches.refill_ssm_quota()  # a few seconds later: 8 puts spent the PutParameter quota (3/s)
     mirror.write(queue, "small again")
     assert mirror.read(queue) == "small again"
+    moto_patches.refill_ssm_quota()
     mirror.write(queue, big[::-1])
     mirror.delete(queue)
     assert mirror.read(queue) is None
@@ -131,8 +134,6 @@ def test_moto_throttles_reads_and_writes_over_the_account_quota_as_aws_does(aws_
     Without retries the 41st read in a burst is refused with the code botocore retries on."""
     import botocore.session
     from botocore.config import Config
-
-    from sluice.local import moto_patches
 
     name = f"/sluice/test/tps/{uuid.uuid4().hex[:8]}"
     ssm = aws.client("ssm")

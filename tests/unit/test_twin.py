@@ -216,7 +216,7 @@ def test_quick_step_is_absorbed_within_10_s_with_few_throttles_and_no_overshoot(
     from bench.twin.scenarios import publish_load
 
     at = 10
-    result = publish_load(step(1_000, 100_000, at), 30, sample=0.1, first_rule_at=5.0)
+    result = publish_load(step(1_000, 100_000, at), 25, sample=0.25, first_rule_at=5.0)
     first = slice(at, at + 10)
     throttled = sum(result["throttled_attempts"][first]) / sum(result["write_attempts"][first])
     assert _absorbed(result, at) is not None and _absorbed(result, at) <= 10
