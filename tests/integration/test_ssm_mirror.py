@@ -14,8 +14,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from sluice.adapters import aws
-from sluice.local import moto_patches
 from sluice.adapters.ssm import ADVANCED_MAX_BYTES, STANDARD_MAX_BYTES, SsmMirror, split, tag_of, tier_for
+from sluice.local import moto_patches
 
 
 def _tier(mirror: SsmMirror, queue: str) -> str:
