@@ -14,13 +14,15 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 import urllib3
 
 from sluice.producer import BatchingProducer
-from sluice.webhooks import JWKS_PATH, WebhookVerifier
+
+if TYPE_CHECKING:  # sluice.webhooks imports pydantic (via sluice.leases): the Glue jobs' client must not
+    from sluice.webhooks import WebhookVerifier
 
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 
@@ -337,6 +339,8 @@ class SluiceClient:
 
     def webhook_keys(self) -> dict[str, Any]:
         """The deployment's JWKS document: the public keys that verify webhook deliveries (no token)."""
+        from sluice.webhooks import JWKS_PATH  # on first use: the Glue jobs ship this SDK without pydantic
+
         resp = self._http.request("GET", self.base_url + JWKS_PATH, timeout=self._timeout)
         if resp.status != 200:
             raise SluiceApiError(resp.status, None, f"GET {JWKS_PATH} answered {resp.status}")
@@ -349,6 +353,8 @@ class SluiceClient:
         Pass the request's headers and its raw body (before parsing). Returns on success, raises
         `sluice.webhooks.WebhookVerificationError` otherwise (answer 4xx: Sluice retries only on its own
         deliveries). The keys are fetched once and again when a signature needs a key not yet cached."""
+        from sluice.webhooks import WebhookVerifier
+
         if self._webhooks is None:
             self._webhooks = WebhookVerifier(self.webhook_keys)
         self._webhooks.verify(headers, body)
