@@ -106,7 +106,7 @@ def _plot_pullers(rows: list[dict[str, Any]], path: Path) -> None:
 OUT = ROOT / "bench" / "out"
 PARTS = ("ramp", "step", "pullers")
 REGIONS = "regions"  # its own docs section (REGIONS_START/END), written by `--part regions` alone too
-CONTROL = control.PARTS  # their own section (bench/twin/control.py), written by `--part fleet|million` too
+CONTROL = tuple(f"control-{p}" for p in control.PARTS)  # their own section (bench/twin/control.py)
 EXPERIMENTS = ("step-sdk2",)  # not in the docs section: what a 2-attempt SDK config would change
 
 
@@ -127,7 +127,7 @@ def measure(part: str, quick: bool) -> dict[str, Any]:
     if part == "ramp":
         result = publish_load(ramp(200_000, seconds * 0.6), seconds, sample=sample, first_rule_at=5.0)
     elif part in CONTROL:
-        result = control.measure(part, quick)
+        result = control.measure(part.removeprefix("control-"), quick)
     elif part == "regions":
         result = regions.measure(10.0 if quick else regions.SECONDS)
     elif part in ("step", "step-sdk2"):
@@ -280,19 +280,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="short smoke run; does not write the docs")
     parser.add_argument(
         "--part",
-        choices=(*PARTS, REGIONS, *CONTROL, *EXPERIMENTS, "all"),
+        choices=(*PARTS, REGIONS, *CONTROL, "control", *EXPERIMENTS, "all"),
         default="all",
         help="measure one scenario only",
     )
     parser.add_argument("--report-only", action="store_true", help="write the docs from saved results")
     args = parser.parse_args(argv)
     if not args.report_only:
-        for part in (*PARTS, REGIONS, *CONTROL) if args.part == "all" else (args.part,):
+        chosen = {"all": (*PARTS, REGIONS, *CONTROL), "control": CONTROL}.get(args.part, (args.part,))
+        for part in chosen:
             measure(part, args.quick)
     if args.part == REGIONS:
         _publish_regions(args.quick)
         return
-    if args.part in CONTROL:
+    if args.part in (*CONTROL, "control"):
         _publish_control(args.quick)
         return
     if args.part != "all" and not args.report_only:
@@ -305,9 +306,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _publish_control(quick: bool) -> None:
-    saved = {p: OUT / f"twin-{p}.json" for p in CONTROL}
-    fleet, million = (json.loads(path.read_text()) if path.exists() else None for path in saved.values())
-    _publish(control.report(fleet, million), control.START, control.END, quick)
+    saved = {p.removeprefix("control-"): OUT / f"twin-{p}.json" for p in CONTROL}
+    results = {p: json.loads(path.read_text()) for p, path in saved.items() if path.exists()}
+    _publish(control.report(results), control.START, control.END, quick)
 
 
 def _publish_regions(quick: bool) -> None:
