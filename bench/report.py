@@ -114,7 +114,9 @@ def render(
         "![cost per million messages](img/cost.png)",
         "",
         *_targets(priced),
-        *(_rest(rest) if rest else []),
+        REST_START,
+        REST_END,
+        "",
         "## Handler CPU per message (excluding AWS calls)",
         "",
         "`time.process_time()` around each in-process handler invocation, minus the process CPU spent between",
@@ -210,8 +212,26 @@ def _why(priced: dict) -> list[str]:
     ]
 
 
+REST_START, REST_END = "<!-- rest:start -->", "<!-- rest:end -->"
+
+
+def replace_section(path: Path, section: str, start: str, end: str) -> None:
+    """Put `section` (its own markers included) between `start` and `end` in the page, the rest kept."""
+    text = path.read_text() if path.exists() else "# Performance and cost\n"
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + section + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text)
+
+
+def render_rest(rows: list[dict]) -> str:
+    """The "Cost at rest" section (bench/rest.py), between REST_START and REST_END."""
+    return "\n".join([REST_START, *_rest(rows), REST_END])
+
+
 def _rest(rows: list[dict]) -> list[str]:
-    """The "Cost at rest" section (bench/rest.py)."""
     fixed = next(r["month"] for r in rows if r["item"].startswith("**fixed total"))
     coordinator = sum(r["month"] for r in rows if r["item"].startswith("coordinator"))
     lines = [

@@ -1,6 +1,7 @@
 # ruff: noqa: E501  (table prose: long lines)
 """Cost at rest: what one region of the stack costs per month when nothing is sent (docs/performance.md
 "Cost at rest"), from the synthesized template (what is deployed) and a measured idle coordinator run.
+`python -m bench.rest` (run by `make bench`) measures and writes that section of the page.
 
 The coordinator's run is the real handler, in-process on moto, on a schedule event with `queues` idle
 queues: its handler CPU (process time outside AWS calls, as bench/measure.py does), its AWS calls (each
@@ -248,3 +249,28 @@ def cost_at_rest(
         },
     ]
     return rows + per_queue_rows
+
+
+def rows() -> list[dict[str, Any]]:
+    """The cost-at-rest rows: the deployed template's resources and a measured idle coordinator."""
+    from sluice.local.iamcheck import template_for_stage
+
+    runs = measure_idle_coordinator()
+    deployed = count_resources(template_for_stage("dev"))
+    return cost_at_rest(deployed, runs[min(runs)], per_queue(runs))
+
+
+def main() -> None:
+    from pathlib import Path
+
+    from bench.report import REST_END, REST_START, render_rest, replace_section
+
+    section = render_rest(rows())
+    replace_section(
+        Path(__file__).resolve().parent.parent / "docs" / "performance.md", section, REST_START, REST_END
+    )
+    print(section)
+
+
+if __name__ == "__main__":
+    main()

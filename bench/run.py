@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bench import coldstart, rest
+from bench import coldstart
 from bench.measure import measure_e2e, measure_in_process
 from bench.report import costs, plot, render
 
@@ -19,22 +19,12 @@ DOC = ROOT / "docs" / "performance.md"
 PLOT = ROOT / "docs" / "img" / "cost.png"
 
 
-def rest_rows() -> list[dict]:
-    """The cost-at-rest rows: the deployed template's resources and a measured idle coordinator."""
-    from sluice.local.iamcheck import template_for_stage
-
-    runs = rest.measure_idle_coordinator()
-    return rest.cost_at_rest(
-        rest.count_resources(template_for_stage("dev")), runs[min(runs)], rest.per_queue(runs)
-    )
-
-
 def main() -> None:
     measured = measure_in_process()
     priced = costs(measured)
     imports = coldstart.measure()
     e2e = None if "--no-e2e" in sys.argv else measure_e2e()
-    text = render(measured, priced, imports, e2e, rest_rows())
+    text = render(measured, priced, imports, e2e)
     plot(priced, PLOT)
     DOC.write_text(text + "\n")
     print(text)

@@ -105,7 +105,7 @@ def report(results: dict[str, dict[str, Any]]) -> str:
         START,
         "## Twin: the control plane at scale (SSM quota, map size, 1,000+ containers)",
         "",
-        "`python -m bench.twin --part fleet|million` (run by `make bench`; bench/twin/control.py). SSM is",
+        "`python -m bench.twin --part control` (run by `make bench`; bench/twin/control.py). SSM is",
         "modelled as AWS limits it (bench/twin/ssm.py): values ≤ 4 KB Standard / 8 KB Advanced, GetParameter,",
         "GetParameters and GetParametersByPath sharing 40 transactions per second (scaled with the sample),",
         "PutParameter 3 per second. Each broker container has its own engine and cached map; the coordinator",
@@ -139,7 +139,8 @@ def report(results: dict[str, dict[str, Any]]) -> str:
             "### Ramp 1,000 → 200,000 msg/s on one queue",
             "",
             f"Sample {ramp['sample']:g}. Sustained over the last {ramp['seconds'] * 0.2:.0f} s: **{sustained:,.0f} "
-            f"msg/s** on {ramp['shards'][-1]} shards; write attempts throttled then "
+            f"msg/s** stored of {mean(tail(ramp['offered'])):,.0f} offered (Poisson arrivals) on "
+            f"{ramp['shards'][-1]} shards; write attempts throttled then "
             f"{100 * throttled_share(ramp, slice(int(ramp['seconds'] * 0.8), ramp['seconds'])):.1f} %. "
             f"Broker containers {ramp['containers'] / ramp['sample']:,.0f} (1,028 before: sends waited out the "
             f"SDK's backoff on throttled shards); SSM reads {max(ramp['ssm_reads']):.0f}/s at most, "
@@ -156,7 +157,8 @@ def report(results: dict[str, dict[str, Any]]) -> str:
             f"{FLEET:,} containers warmed over the first {warm} s (each reads the document once: "
             f"{max(fleet['ssm_reads'][:warm]):.0f} reads/s at most), then the ramp over "
             f"{fleet['seconds'] * 0.6:.0f} s. Sustained over the last {fleet['seconds'] * 0.2:.0f} s: "
-            f"**{sustained:,.0f} msg/s** on {fleet['shards'][-1]} shards. Map changes during the ramp: "
+            f"**{sustained:,.0f} msg/s** stored of {mean(tail(fleet['offered'])):,.0f} offered, on "
+            f"{fleet['shards'][-1]} shards. Map changes during the ramp: "
             f"{sum(fleet['ssm_puts'][warm:])} (shard counts {sorted(set(fleet['shards'][warm:]))}). SSM reads "
             f"during the ramp: **{sum(ramp_reads):,.0f} in all, {max(ramp_reads):.0f}/s at most** (quota 40/s), "
             f"{sum(fleet['ssm_read_throttles']):.0f} throttled. Under the polling design each container re-read "
@@ -172,8 +174,9 @@ def report(results: dict[str, dict[str, Any]]) -> str:
             "### Ramp to 1,000,000 msg/s on one queue, max_shards = 256",
             "",
             f"Sample {million['sample']:g}. Ramp over {million['seconds'] * 0.6:.0f} s, then held. Sustained over "
-            f"the last {million['seconds'] * 0.2:.0f} s: **{sustained:,.0f} msg/s** on {million['shards'][-1]} "
-            f"shards (peak {peak}); write attempts throttled then: {100 * thr:.1f} %. "
+            f"the last {million['seconds'] * 0.2:.0f} s: **{sustained:,.0f} msg/s** stored of "
+            f"{mean(tail(million['offered'])):,.0f} offered, on {million['shards'][-1]} shards (peak {peak}); "
+            f"write attempts throttled then: {100 * thr:.1f} %. "
             f"The shard map at its largest: {million['map_bytes']:,} B mirrored (largest SSM value written: "
             f"{million['ssm_largest_value']:,} B, Standard). SSM reads {max(million['ssm_reads']):.0f}/s at most, "
             f"{sum(million['ssm_read_throttles']):.0f} throttled (cold containers while the first shards were "
