@@ -2,7 +2,7 @@
 
 | function    | DynamoDB            | SSM (shard map)  | S3 segment bucket          | Lambda invoke        |
 |-------------|---------------------|------------------|----------------------------|----------------------|
-| broker      | control + shards RW | get, put, delete | put/get `overflow/*`       | -                    |
+| broker      | control + shards RW | get, put, delete | put/get `overflow/*`       | coordinator          |
 | consumer    | control + shards RW | get, put         | read + list, put overflow/ | push targets         |
 | shard       | control + shards RW | -                | read/write/delete + list   | -                    |
 | coordinator | control + shards RW | get, put, delete | -                          | consumer:live, shard |
@@ -30,8 +30,10 @@ again, and reads its own region's.
 | shard       | RW / read                    | own region           | -                        |
 | coordinator | RW / read                    | own region           | read+write, every region |
 
-The coordinator deletes SSM parameters in its own region only: it prunes the mirror of a queue deleted
-while the region could not be reached (it lists the shard-map path and deletes what no queue owns).
+The broker invokes the coordinator (asynchronously, its own region's) when its shards throttle: the wake
+of sluice/engine/wake.py. The coordinator deletes SSM parameters in its own region only: it prunes the
+mirror of a queue deleted while the region could not be reached (it lists the shard-map path and
+deletes what no queue owns).
 
 Metrics go out as CloudWatch EMF log lines (Powertools), so no function needs cloudwatch:PutMetricData.
 The shard function has no trigger: the coordinator invokes it, and the consumer's SnapStart alias (its
@@ -156,6 +158,11 @@ def grant_function_access(
 
     broker = functions[c.FN_BROKER]
     ssm(broker, SSM_READ + SSM_WRITE + SSM_DELETE, every_region)
+    broker.add_to_role_policy(  # the throttle wake (sluice/engine/wake.py): this function only
+        iam.PolicyStatement(
+            actions=["lambda:InvokeFunction"], resources=[functions[c.FN_COORDINATOR].function_arn]
+        )
+    )
     broker.add_to_role_policy(
         iam.PolicyStatement(
             actions=["s3:PutObject", "s3:GetObject"],

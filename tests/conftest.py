@@ -84,6 +84,16 @@ def aws() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def _ssm_quota() -> None:
+    """Each test starts with a full second of the account's SSM quota (sluice/local/moto_patches.py:
+    40 reads and 3 PutParameter a second): tests share one moto account, and a test that writes a
+    mirror itself must not find the quota spent by the queues the test before it created."""
+    from sluice.local import moto_patches
+
+    moto_patches.refill_ssm_quota()
+
+
 @pytest.fixture(scope="session")
 def settings(aws: None):
     """The stack's resources on moto; exported to the environment the handlers read."""

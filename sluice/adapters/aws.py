@@ -37,6 +37,16 @@ REMOTE_CONFIG = Config(
     tcp_keepalive=True,
 )
 
+# Calls with a better way out than waiting (an SSM read the control item can answer, a send another
+# shard can take): no retry, so a throttle costs milliseconds, not the seconds of RETRY_CONFIG's backoff.
+FAIL_FAST_CONFIG = Config(
+    retries={"total_max_attempts": 1, "mode": "standard"},
+    connect_timeout=2,
+    read_timeout=10,
+    max_pool_connections=50,
+    tcp_keepalive=True,
+)
+
 _THROTTLE_CODES = frozenset(
     {
         "ProvisionedThroughputExceededException",
@@ -49,22 +59,28 @@ _THROTTLE_CODES = frozenset(
 _UNAVAILABLE_CODES = frozenset({"InternalServerError", "ServiceUnavailable", "InternalError", "503"})
 
 _lock = threading.Lock()
-_clients: dict[tuple[str, str | None, str | None], Any] = {}
+_clients: dict[tuple[str, str | None, str | None, bool], Any] = {}
 _session: botocore.session.Session | None = None
 _instruments: list[Callable[[Any], None]] = []  # fault injection and call accounting (tests, bench)
 
 
-def client(service: str, endpoint_url: str | None = None, region: str | None = None) -> Any:
+def client(
+    service: str, endpoint_url: str | None = None, region: str | None = None, *, fail_fast: bool = False
+) -> Any:
     """A cached, thread-safe client per (service, endpoint, region): created once per Lambda container.
     `region` None: the process's own region (AWS_DEFAULT_REGION); a multi-region deployment names the
-    others, and a region other than the process's own gets `REMOTE_CONFIG`."""
-    key = (service, endpoint_url, region)
+    others, and a region other than the process's own gets `REMOTE_CONFIG`. `fail_fast`: no retry
+    (`FAIL_FAST_CONFIG`), for calls the caller can answer another way."""
+    key = (service, endpoint_url, region, fail_fast)
     with _lock:
         if key not in _clients:
             global _session
             _session = _session or botocore.session.get_session()
+            config = config_for(_session, region)
+            if fail_fast and config is RETRY_CONFIG:
+                config = FAIL_FAST_CONFIG
             _clients[key] = _session.create_client(
-                service, region_name=region, endpoint_url=endpoint_url, config=config_for(_session, region)
+                service, region_name=region, endpoint_url=endpoint_url, config=config
             )
             for attach in _instruments:
                 attach(_clients[key])

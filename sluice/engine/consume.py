@@ -226,6 +226,8 @@ class Consumer:
             sample += [s for s in shards if (group, s.id) in carried.ops and s not in sample]
         views = self._read_views(queue, sample, group)
         backlog = sum(v.work for v in views)
+        if self.directory.get(queue.name).paused:  # a HEAD just said so (the stamp of a pause)
+            return [], backlog
         if len(sample) < len(shards) and sample:
             backlog = backlog * len(shards) // len(sample)  # an estimate when not every shard was read
         deliveries: list[Delivery] = []
@@ -245,7 +247,10 @@ class Consumer:
         return deliveries, backlog
 
     def _read_views(self, queue: Queue, shards: Sequence[Shard], group: str) -> list[_ShardView]:
-        return [_ShardView.of(read, group) for read in self.shard_states.read(queue, shards, [group])]
+        reads = self.shard_states.read(queue, shards, [group])
+        for read in reads:  # a HEAD stamped with a newer map: the next pull reads the new shards too
+            self.directory.observe_stamp(queue, read.shard, read.head.map_version, read.head.map_route)
+        return [_ShardView.of(read, group) for read in reads]
 
     def _pull_shard(
         self,

@@ -1,14 +1,19 @@
 """Per-shard write counters that ride on the publish path's head update: no extra round trip.
 
 Every allocation adds its request, message and byte counts to the shard's HEAD item in the same
-UpdateItem (`ADD wreq, wmsgs, wbytes`). Throttles and conditional conflicts a broker saw on a shard are
-counted in process and carried on that shard's next successful allocation (`ADD thr, cfl`). The
+UpdateItem (`ADD wreq, wmsgs, wbytes`). Conditional conflicts a broker saw on a shard are counted in
+process and carried on that shard's next successful allocation (`ADD cfl`). Throttled sends (one per
+request, whichever shards it tried) are carried on the next successful allocation on any shard of the
+same queue (`ADD thr`): a saturated shard rarely takes one, and the coordinator sums a queue's
+throttles anyway. A throttle count older than `STALE_MS` is dropped instead: the coordinator reads it
+as demand now, and a count from before a scale-out would make it grow again for nothing. The
 coordinator reads the HEAD items and turns deltas between its runs into rates.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from sluice.engine.keys import HEAD_COUNTERS
@@ -16,24 +21,33 @@ from sluice.engine.keys import HEAD_COUNTERS
 # Attribute names on the HEAD item (the schema is sluice.engine.keys).
 REQUESTS, MESSAGES, BYTES, THROTTLES, CONFLICTS = HEAD_COUNTERS
 COUNTER_ATTRIBUTES = HEAD_COUNTERS
+STALE_MS = 2_000
+
+
+def _queue_of(pk: str) -> str:
+    """`<queue>#<incarnation>#<shard>` → `<queue>#<incarnation>`."""
+    return pk.rsplit("#", 1)[0]
 
 
 class ShardCounters:
-    """Throttles and conflicts seen by this process, per shard partition key, until carried."""
+    """Throttles (per queue) and conflicts (per shard partition key) seen by this process, until
+    carried. `clock`: milliseconds (the backend's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
-        self._carry: dict[str, list[int]] = {}
+        self._conflicts: dict[str, int] = {}
+        self._throttles: dict[str, tuple[int, int]] = {}  # queue -> (count, when the oldest was seen)
 
     def note_throttle(self, pk: str) -> None:
-        self._bump(pk, 0)
+        now = self._clock()
+        with self._lock:
+            count, since = self._throttles.get(_queue_of(pk), (0, now))
+            self._throttles[_queue_of(pk)] = (count + 1, since)
 
     def note_conflict(self, pk: str) -> None:
-        self._bump(pk, 1)
-
-    def _bump(self, pk: str, index: int) -> None:
         with self._lock:
-            self._carry.setdefault(pk, [0, 0])[index] += 1
+            self._conflicts[pk] = self._conflicts.get(pk, 0) + 1
 
     def add_clause(
         self, pk: str, count: int, nbytes: int, names: dict[str, str], values: dict[str, Any]
@@ -43,7 +57,10 @@ class ShardCounters:
         The caller gives the carried counts back with `restore` when the update did not apply.
         """
         with self._lock:
-            thr, cfl = self._carry.pop(pk, (0, 0))
+            thr, since = self._throttles.pop(_queue_of(pk), (0, 0))
+            cfl = self._conflicts.pop(pk, 0)
+        if thr and self._clock() - since > STALE_MS:
+            thr = 0
         names.update({"#cr": REQUESTS, "#cm": MESSAGES, "#cb": BYTES})
         values.update({":cr": 1, ":cm": count, ":cb": nbytes})
         clause = " ADD #cr :cr, #cm :cm, #cb :cb"
@@ -56,9 +73,11 @@ class ShardCounters:
         return clause, (thr, cfl)
 
     def restore(self, pk: str, carried: tuple[int, int]) -> None:
-        if carried == (0, 0):
-            return
+        thr, cfl = carried
+        now = self._clock()
         with self._lock:
-            slot = self._carry.setdefault(pk, [0, 0])
-            slot[0] += carried[0]
-            slot[1] += carried[1]
+            if thr:
+                count, since = self._throttles.get(_queue_of(pk), (0, now))
+                self._throttles[_queue_of(pk)] = (count + thr, min(since, now))
+            if cfl:
+                self._conflicts[pk] = self._conflicts.get(pk, 0) + cfl

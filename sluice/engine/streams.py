@@ -372,6 +372,7 @@ class StreamReader:
         head = self.backend.table_for(shard).get(keys.shard_pk(queue, shard.id), keys.HEAD_SK) or {}
         with self._lock:
             self._flushed[keys.shard_pk(queue, shard.id)] = head.get(keys.HEAD_FLUSHED, 0)
+        self.directory.observe(queue, shard, head)  # a newer map: the next read uses it
         return head
 
     def _seek_time(self, queue: Queue, shard: Shard, start_ms: int) -> int:

@@ -51,6 +51,8 @@ def test_every_resource_named_belongs_to_the_function(
         allowed = {own_logs, c.LOGICAL_SEGMENT_BUCKET, *tables}
         if name == c.FN_COORDINATOR:
             allowed |= {consumer_alias_id(resources), fn_ids[c.FN_SHARD]}
+        if name == c.FN_BROKER:  # it wakes the coordinator when its shards throttle
+            allowed.add(fn_ids[c.FN_COORDINATOR])
         if name in SIGNERS:
             allowed.add(c.LOGICAL_LEASE_KEY_SECRET)
         for s in statements:
@@ -109,8 +111,12 @@ def test_invoke_grants_coordinator_own_functions_consumer_push_targets_only(
     fn_ids = function_ids(resources)
     for name, statements in grants.items():
         invoke = granted(statements, "lambda:")
-        if name not in (c.FN_COORDINATOR, c.FN_CONSUMER):
+        if name not in (c.FN_COORDINATOR, c.FN_CONSUMER, c.FN_BROKER):
             assert not invoke, f"{name} may invoke {invoke}"
+    # The broker wakes the coordinator when its shards throttle (sluice/engine/wake.py): nothing else.
+    assert granted(grants[c.FN_BROKER], "lambda:") == {
+        "lambda:InvokeFunction": [{"Fn::GetAtt": [fn_ids[c.FN_COORDINATOR], "Arn"]}]
+    }
     # Push consumers of type lambda: only the functions context push_lambda_targets names (default
     # sluice-<stage>-push-*), unqualified or any version/alias of them.
     push = granted(grants[c.FN_CONSUMER], "lambda:")
