@@ -297,6 +297,125 @@ def check(calls: Iterable[Call], template_for_stage: Callable[..., dict[str, Any
     return denials
 
 
+# -- grants no call used --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Grant:
+    """One (action, resource) an Allow statement of a function's role gives, its resource written with
+    placeholders so the same grant matches across stages and regions: `<stage>`, `<account>`, `<own>`
+    (the role's region), `<home>` / `<other>` (a multi-region deployment's other regions), `<i>` (a shard
+    table's index)."""
+
+    function: str
+    action: str
+    resource: str
+
+    def __str__(self) -> str:
+        return f"{self.function}: {self.action} on {self.resource}"
+
+
+@dataclass(frozen=True)
+class Unexercised:
+    """A grant no call in the suite makes, on purpose: the calls are made outside the handlers' AWS
+    clients, so the IAM call audit cannot see them. `function`, `action` and `resource` are patterns
+    (`*` wildcards) over `Grant`'s fields."""
+
+    function: str
+    action: str
+    resource: str
+    reason: str
+
+    def covers(self, grant: Grant) -> bool:
+        return (
+            _matches(self.function, grant.function)
+            and _matches(self.action, grant.action, ignore_case=True)
+            and _matches(self.resource, grant.resource)
+        )
+
+
+# What the Lambda service and the X-Ray daemon do with a function's role: no handler code makes these calls.
+UNEXERCISED: tuple[Unexercised, ...] = (
+    Unexercised(
+        "*",
+        "logs:*",
+        "*",
+        "Lambda itself writes the function's logs (CreateLogStream, PutLogEvents) to its log group.",
+    ),
+    Unexercised(
+        "*",
+        "xray:*",
+        "*",
+        "Active tracing: Lambda's X-Ray daemon sends the segments (PutTraceSegments, PutTelemetryRecords).",
+    ),
+)
+
+
+def _placeholders(text: str, stage: str, role_region: str, regions: str | None) -> str:
+    listed = [r for r in (regions or "").split(",") if r]
+    names = {role_region: "<own>"}
+    for region in listed:
+        names.setdefault(region, "<home>" if region == listed[0] else "<other>")
+    for region, label in sorted(names.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(region, label)
+    text = text.replace(LOCAL_ACCOUNT, "<account>")
+    text = text.replace(f"sluice-{stage}-", "sluice-<stage>-").replace(f"sluice/{stage}/", "sluice/<stage>/")
+    return re.sub(r"shards-\d+", "shards-<i>", text)
+
+
+def _allows(statement: dict[str, Any]) -> list[tuple[str, str]]:
+    if statement.get("Effect") != "Allow" or "Condition" in statement:
+        return []
+    actions, resources = _listed(statement, "Action") or [], _listed(statement, "Resource") or []
+    return [(a, r) for a in actions for r in resources]
+
+
+def unused(
+    calls: Iterable[Call],
+    template_for_stage: Callable[..., dict[str, Any]],
+    expected: Iterable[Unexercised] = UNEXERCISED,
+) -> tuple[list[Grant], list[Unexercised]]:
+    """Grants of the roles the calls ran under that no call used, and `expected` entries that excuse
+    nothing (stale: the grant is gone or a call uses it now). A grant counts as used when some call of
+    its function, judged in any stage or region, matches its action and resource; templates are the ones
+    `check` reads. Only meaningful for the calls of the whole suite."""
+    calls = list(calls)
+    by_view: dict[tuple[str, str | None, str], list[Call]] = {}
+    for call in calls:
+        by_view.setdefault((call.stage, call.regions, call.role_region), []).append(call)
+    used: dict[Grant, bool] = {}
+    for (stage, regions, role_region), view_calls in by_view.items():
+        template = template_for_stage(stage, regions, role_region) if regions else template_for_stage(stage)
+        view = TemplateRoles(template, stage, role_region)
+        for function in view.functions:
+            role = view.role_of(function)
+            if role is None:
+                continue
+            mine = [(c.action, canonical_resource(c, view)) for c in view_calls if c.function == function]
+            for statement in view.statements(role):
+                for action, resource in _allows(statement):
+                    grant = Grant(function, action, _placeholders(resource, stage, role_region, regions))
+                    hit = any(
+                        _matches(action, a, ignore_case=True) and _matches(resource, r) for a, r in mine
+                    )
+                    used[grant] = used.get(grant, False) or hit
+    expected = list(expected)
+    idle = [g for g, hit in used.items() if not hit]
+    unexplained = sorted((g for g in idle if not any(e.covers(g) for e in expected)), key=str)
+    stale = [e for e in expected if not any(e.covers(g) for g in idle)]
+    return unexplained, stale
+
+
+def unused_report(unexplained: list[Grant], stale: list[Unexercised], limit: int = 60) -> str:
+    lines = [
+        f"IAM grants no call used: {len(unexplained)} not in the allow-list "
+        f"(sluice/local/iamcheck.py UNEXERCISED); {len(stale)} allow-list entries excuse nothing"
+    ]
+    lines += [f"  UNUSED {g}" for g in unexplained[:limit]]
+    if len(unexplained) > limit:
+        lines.append(f"  ... and {len(unexplained) - limit} more")
+    lines += [f"  STALE ALLOW-LIST ENTRY {e.function}: {e.action} on {e.resource}" for e in stale]
+    return "\n".join(lines)
+
+
 def template_for_stage(stage: str, regions: str | None = None, region: str | None = None) -> dict[str, Any]:
     """The template `cdk synth -c stage=<stage>` writes (cached by `sluice.local.template`); with
     `regions`, the template of `region` that `cdk synth -c stage=<stage> -c regions=<regions>` writes."""
