@@ -1,8 +1,9 @@
-"""The official npm `cloudflare` SDK, its 4.x and 5.x generations and the latest, against `sluice local`: every queue
-call, each answer checked against the shape the SDK's types declare (tests/e2e/cloudflare_npm_calls.cjs),
-as tests/e2e/test_cloudflare_sdk.py does for the PyPI SDK. npm numbers its releases its own way: ack
-`warnings` is a list up to 5.x and a map from 6.0, which Sluice tells from `X-Stainless-Lang: js` and the
-version together. Both generations are pinned in conformance/package.json (`make test` installs them)."""
+"""The official npm `cloudflare` SDK, its 4.x and 5.x generations and the latest, against `sluice local`:
+every queue call, each answer checked against the shape the SDK's types declare
+(tests/e2e/cloudflare_npm_calls.cjs), as tests/e2e/test_cloudflare_sdk.py does for the PyPI SDK. npm numbers
+its releases its own way: ack `warnings` is a list up to 5.x and a map from 6.0, which Sluice tells from
+`X-Stainless-Lang: js` and the version together. The generations are pinned in conformance/package.json
+(`make test` installs them)."""
 
 from __future__ import annotations
 
