@@ -300,10 +300,10 @@ def check(calls: Iterable[Call], template_for_stage: Callable[..., dict[str, Any
 # -- grants no call used --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Grant:
-    """One (action, resource) an Allow statement of a function's role gives, its resource written with
-    placeholders so the same grant matches across stages and regions: `<stage>`, `<account>`, `<own>`
-    (the role's region), `<home>` / `<other>` (a multi-region deployment's other regions), `<i>` (a shard
-    table's index)."""
+    """One action on one kind of resource that an Allow statement of a function's role gives. The
+    resource is written as a kind, the same in every stage and region: `<stage>`, `<account>`,
+    `<region>`, `<i>` (a shard table's index) for the parts that vary, and without a trailing `/*` or
+    `:*` (a path and what is below it, a function and its versions, are one kind)."""
 
     function: str
     action: str
@@ -332,7 +332,9 @@ class Unexercised:
         )
 
 
-# What the Lambda service and the X-Ray daemon do with a function's role: no handler code makes these calls.
+# Grants the suite's handler runs do not use, each with why it stays. The first two are calls no handler
+# code makes; the others are code paths the suite exercises below the handlers only (engine tests, not
+# attributed to a function): a test through the handler lets an entry go (a stale entry fails too).
 UNEXERCISED: tuple[Unexercised, ...] = (
     Unexercised(
         "*",
@@ -346,19 +348,46 @@ UNEXERCISED: tuple[Unexercised, ...] = (
         "*",
         "Active tracing: Lambda's X-Ray daemon sends the segments (PutTraceSegments, PutTelemetryRecords).",
     ),
+    Unexercised(
+        "*",
+        "ssm:GetParameters",
+        "*:parameter/sluice/<stage>/shard-maps",
+        "A shard map too large for one parameter is split and its parts read back with GetParameters "
+        "(sluice/adapters/ssm.py); the maps of the suite's handler runs fit one parameter.",
+    ),
+    Unexercised(
+        "coordinator",
+        "ssm:DeleteParameters",
+        "*:parameter/sluice/<stage>/shard-maps",
+        "Pruning a mirror a deleted queue left in a region that was down (QueueRegistry.prune_mirrors) "
+        "is tested on the engine (tests/integration/test_coordinator.py), not through the handler.",
+    ),
+    Unexercised(
+        "shard",
+        "dynamodb:BatchWriteItem",
+        "*:table/sluice-<stage>-shards-<i>",
+        "Retention deletes the expired items of a non-bottomless queue in batches (ShardWorker); the "
+        "suite tests retention on the engine, not through the shard handler.",
+    ),
+    Unexercised(
+        "shard",
+        "dynamodb:PutItem",
+        "*:table/sluice-<stage>-shards-<i>",
+        "The shard worker seals a gap a dead broker left with a conditional tombstone (sluice/engine/"
+        "gaps.py); the suite makes gaps on the engine, not through the shard handler.",
+    ),
 )
 
 
-def _placeholders(text: str, stage: str, role_region: str, regions: str | None) -> str:
-    listed = [r for r in (regions or "").split(",") if r]
-    names = {role_region: "<own>"}
-    for region in listed:
-        names.setdefault(region, "<home>" if region == listed[0] else "<other>")
-    for region, label in sorted(names.items(), key=lambda kv: -len(kv[0])):
-        text = text.replace(region, label)
-    text = text.replace(LOCAL_ACCOUNT, "<account>")
-    text = text.replace(f"sluice-{stage}-", "sluice-<stage>-").replace(f"sluice/{stage}/", "sluice/<stage>/")
-    return re.sub(r"shards-\d+", "shards-<i>", text)
+def _kind(resource: str, stage: str, regions: Iterable[str]) -> str:
+    for region in sorted(set(regions), key=len, reverse=True):
+        resource = resource.replace(region, "<region>")
+    resource = resource.replace(LOCAL_ACCOUNT, "<account>")
+    resource = resource.replace(f"sluice-{stage}-", "sluice-<stage>-").replace(
+        f"sluice/{stage}/", "sluice/<stage>/"
+    )
+    resource = re.sub(r"shards-\d+", "shards-<i>", resource)
+    return re.sub(r"(/\*|:\*)$", "", resource)
 
 
 def _allows(statement: dict[str, Any]) -> list[tuple[str, str]]:
@@ -374,9 +403,10 @@ def unused(
     expected: Iterable[Unexercised] = UNEXERCISED,
 ) -> tuple[list[Grant], list[Unexercised]]:
     """Grants of the roles the calls ran under that no call used, and `expected` entries that excuse
-    nothing (stale: the grant is gone or a call uses it now). A grant counts as used when some call of
-    its function, judged in any stage or region, matches its action and resource; templates are the ones
-    `check` reads. Only meaningful for the calls of the whole suite."""
+    nothing (stale: the grant is gone or a call uses it now). A grant (function, action, kind of
+    resource) counts as used when some call of its function, in any stage or region, matches the action
+    and one of the resources of that kind; templates are the ones `check` reads. Only meaningful for
+    the calls of the whole suite."""
     calls = list(calls)
     by_view: dict[tuple[str, str | None, str], list[Call]] = {}
     for call in calls:
@@ -392,7 +422,8 @@ def unused(
             mine = [(c.action, canonical_resource(c, view)) for c in view_calls if c.function == function]
             for statement in view.statements(role):
                 for action, resource in _allows(statement):
-                    grant = Grant(function, action, _placeholders(resource, stage, role_region, regions))
+                    where = [role_region, *(regions or "").split(",")]
+                    grant = Grant(function, action, _kind(resource, stage, [r for r in where if r]))
                     hit = any(
                         _matches(action, a, ignore_case=True) and _matches(resource, r) for a, r in mine
                     )
