@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.faces import measure_faces
 from bench.payloads import EVENTS, RANDOM_10K, RANDOM_200, Payload
 from bench.prices import Usage, apigw_requests, billed_gb_seconds
 
@@ -264,7 +265,7 @@ def _threads(n: int, work: Any) -> None:
         t.join()
 
 
-def measure_e2e(total: int = 2000, threads: int = 4) -> dict[str, float]:
+def measure_e2e(total: int = 2000, threads: int = 4) -> dict[str, Any]:
     setup_aws_env()
     import boto3
 
@@ -343,6 +344,7 @@ def measure_e2e(total: int = 2000, threads: int = 4) -> dict[str, float]:
         t0 = time.perf_counter()
         _threads(threads, sqs_consume)
         sqs_pull_rate = got[0] / (time.perf_counter() - t0)
+        faces = measure_faces(runtime.url, client, bodies[:10])
         client.close()
     finally:
         runtime.stop()
@@ -353,4 +355,5 @@ def measure_e2e(total: int = 2000, threads: int = 4) -> dict[str, float]:
         "sqs_pull_ack": sqs_pull_rate,
         "total": total,
         "threads": threads,
+        "faces": faces,
     }

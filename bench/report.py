@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench import coldstart, prices
+from bench import coldstart, faces, prices
 from bench.measure import PHASES, Scenario, mean_body_bytes, usage
 from bench.payloads import EVENTS, RANDOM_200
 from sluice.constants import DEFAULT_CAPACITY_MIN_UNITS as MIN_UNITS
@@ -227,6 +227,7 @@ def _e2e(e2e: dict) -> list[str]:
         f"| pull + ack | {e2e['pull_ack']:.0f} | {e2e['sqs_pull_ack']:.0f} | "
         f"{e2e['pull_ack'] / e2e['sqs_pull_ack']:.2f} |",
         "",
+        *(faces.render(e2e["faces"], "###") if "faces" in e2e else []),
     ]
 
 

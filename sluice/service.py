@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cached_property
 
+from sluice.engine.accesskeys import AccessKeys
 from sluice.engine.auth import TokenStore
 from sluice.engine.backend import Backend, now_ms
 from sluice.engine.consume import Consumer
@@ -71,6 +72,11 @@ class Sluice:
     def consumer(self) -> Consumer:
         signer = LeaseSigner(self.lease_keys, self.backend.clock)
         return Consumer(self.backend, self.directory, self.publisher, signer)
+
+    @cached_property
+    def access_keys(self) -> AccessKeys:
+        """SQS access keys; their secrets derive from the lease keys' access root (engine/accesskeys.py)."""
+        return AccessKeys(self.backend, self.lease_keys, self.backend.settings.token_cache_ttl_seconds)
 
     @cached_property
     def webhook_signer(self) -> WebhookSigner:

@@ -25,6 +25,7 @@ QUEUE_SK = "QUEUE"
 QUEUE_INDEX_PK = "QUEUES"  # one item per queue under this key, for paged listing
 TOKENS_PK = "TOKENS"  # listing: one item per token id
 TOKEN_SK = "TOKEN"
+ACCESS_KEY_SK = "AK"
 QUEUE_ID_SK = "QID"  # under queue_id_pk(id): the name of the queue with that id
 PURGE_SK = "PURGE"  # under queue_pk(name): when the last purge ran
 PULL_CONSUMER_SK = "PULLCONSUMER"  # under queue_pk(name): the Cloudflare face's http_pull consumer
@@ -51,6 +52,8 @@ TOKEN_ID = "token_id"  # token item (token_pk): the id its listing item (TOKENS_
 TOKEN_DIGEST = "digest"  # listing item: the token's SHA-256, to find and drop its token item
 TOKEN_QUEUE = "queue"  # both: the queue the token is bound to (`*`: all)
 TOKEN_SCOPES = "scopes"
+TOKEN_ACCESS_KEY = "ak"  # both: the SQS access key id issued to the token, if any
+TOKEN_EXPIRES_MS = "expires_ms"  # both, when minted with a lifetime: refused from then on
 
 # Shard tables
 HEAD_SK = "HEAD"
@@ -162,6 +165,11 @@ def queue_id_pk(queue_id: str) -> str:
 
 def token_pk(digest: str) -> str:
     return f"TOKEN#{digest}"
+
+
+def access_key_pk(access_key_id: str) -> str:
+    """An SQS access key (SigV4 on the SQS face): its token's id, queue and scopes (`ACCESS_KEY_SK`)."""
+    return f"AK#{access_key_id}"
 
 
 def consumer_sk(consumer_id: str) -> str:

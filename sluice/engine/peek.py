@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sluice import errors
 from sluice.adapters.dynamo import batch_get_across
 from sluice.codec import decode_batch
 from sluice.engine import keys
@@ -44,6 +45,8 @@ class Peeker:
 
     def peek(self, queue_name: str, batch_size: int, group: str = DEFAULT_GROUP) -> list[Peeked]:
         queue = self.operations.registry.get(queue_name)
+        if group not in queue.groups:
+            raise errors.ConsumerGroupNotFound(f"consumer group {group!r} not found on queue {queue_name!r}")
         out: list[Peeked] = []
         for shard in queue.readable_shards:
             if len(out) >= batch_size:
