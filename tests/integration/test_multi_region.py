@@ -575,3 +575,20 @@ def test_metrics_of_the_largest_queue_fit_the_response_budget():
     assert all(list(s["consumer_groups"]) == ["default"] for s in fitted["shards"])
     small = {**answer, "shards": shards[:2]}
     assert fit_metrics(small, "default") == small
+
+
+def test_shard_ranges_list_an_unreachable_regions_shards_without_failing(regional):
+    """`GET /v1/queues/{q}/shards` with a region down: its shards are listed, marked `unreachable`, with
+    no offsets; the others' ranges as always (it answered 503 for the whole queue before)."""
+    queue = make_queue(regional)
+    home, away = regional[HOME], regional[AWAY]
+    away.publisher.publish(queue.name, msgs(2, "away"))
+    with RegionOutage() as outage:
+        outage.down.add(AWAY)
+        ranges = home.reader.shard_ranges(queue.name)
+    assert len(ranges) == PER_REGION * len(REGIONS)
+    for entry in ranges:
+        if entry["region"] == AWAY:
+            assert entry["unreachable"] is True and entry["last_offset"] is None
+        else:
+            assert "unreachable" not in entry
