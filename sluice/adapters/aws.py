@@ -27,12 +27,19 @@ RETRY_CONFIG = Config(
     max_pool_connections=50,
     tcp_keepalive=True,
 )
-# Another region's clients (a multi-region deployment): an unreachable region must cost a call little,
-# so the engine's per-region breaker (sluice/engine/regions.py) can skip it and answer from the others.
+# Another region's clients (a multi-region deployment): a region that is down, or that accepts connections
+# and then hangs, must cost a call little and a bounded time, so the engine's per-region breaker
+# (sluice/engine/regions.py) skips it and answers from the others. One attempt (the breaker and the
+# caller's next poll are the retry) of at most REMOTE_CALL_SECONDS: before, 2 attempts of up to 1 + 5 s
+# with backoff between made a hanging region cost ~12 s a call, and a 20 s long pull end past the 29 s
+# function timeout. A cross-region DynamoDB call takes 60-250 ms, far inside the read timeout.
+REMOTE_CONNECT_SECONDS = 1.0
+REMOTE_READ_SECONDS = 2.0
+REMOTE_CALL_SECONDS = REMOTE_CONNECT_SECONDS + REMOTE_READ_SECONDS
 REMOTE_CONFIG = Config(
-    retries={"total_max_attempts": 2, "mode": "standard"},  # the first attempt and one retry
-    connect_timeout=1,
-    read_timeout=5,
+    retries={"total_max_attempts": 1, "mode": "standard"},
+    connect_timeout=REMOTE_CONNECT_SECONDS,
+    read_timeout=REMOTE_READ_SECONDS,
     max_pool_connections=50,
     tcp_keepalive=True,
 )

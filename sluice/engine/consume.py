@@ -23,6 +23,7 @@ from enum import Enum
 from typing import Any
 
 from sluice import errors, faults
+from sluice.adapters import aws
 from sluice.adapters.dynamo import ConditionFailed, Table, batch_get_across
 from sluice.codec import StoredMessage, decode_batch
 from sluice.engine import gaps, keys, ordering
@@ -140,12 +141,19 @@ class Consumer:
         the rest are not leased. `acks` (lease ids) are applied as `ack` would, in the same state write
         as the pull's on the shards it touches: one write instead of two (`result.ack` tells how)."""
         deadline = time.monotonic() + wait_ms / 1000
+        # Every region is read once; after that, while the pull waits, another region's read starts only
+        # if it ends (REMOTE_CALL_SECONDS at worst) before the deadline: a long pull against a region
+        # that hangs still answers on time.
+        remote_until = float("inf")
         delay = 0.05
         carried = None if acks is None else self._carry(self.directory.get(queue_name), acks)
         acked = None
         while True:
             budget = ByteBudget(max_bytes, size_of) if size_of else None
-            result = self._pull_once(queue_name, group, batch_size, visibility_ms, budget, carried)
+            result = self._pull_once(
+                queue_name, group, batch_size, visibility_ms, budget, carried, remote_until
+            )
+            remote_until = deadline
             if carried is not None:
                 acked, carried = carried.result(), None  # applied once: the polls that follow only pull
             result.ack = acked
@@ -162,6 +170,7 @@ class Consumer:
         visibility_ms: int | None,
         budget: ByteBudget | None,
         carried: _CarriedAcks | None = None,
+        remote_until: float = float("inf"),
     ) -> LeasedBatch:
         queue = self.directory.get(queue_name)
         if queue.paused or group not in queue.groups:
@@ -180,6 +189,9 @@ class Consumer:
             if not self.breaker.allows(region):
                 skipped += 1
                 continue
+            remote = region not in (None, self.backend.region)
+            if remote and time.monotonic() + aws.REMOTE_CALL_SECONDS > remote_until:
+                continue  # too late for another region's worst case: the pull answers on time without it
             try:
                 got, work = self._pull_region(
                     queue, shards, group, batch_size - len(deliveries), vis, budget, carried

@@ -73,12 +73,35 @@ def _refs(value: Any) -> set[str]:
     return refs(value)
 
 
-def test_all_functions_read_write_the_tables(resources: dict[str, Any], grants: dict[str, Any]) -> None:
-    tables = table_ids(resources)
+# What each function's code calls, table by table (the IAM call audit records it; stacks/access.py).
+CONTROL = {
+    c.FN_BROKER: {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query"},
+    c.FN_CONSUMER: {"GetItem", "PutItem", "UpdateItem", "Query"},
+    c.FN_SHARD: {"GetItem", "PutItem", "DeleteItem", "Query"},
+    c.FN_COORDINATOR: {"GetItem", "PutItem", "UpdateItem", "Query"},
+}
+SHARDS = {
+    c.FN_BROKER: {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "BatchGetItem"},
+    c.FN_CONSUMER: {"GetItem", "PutItem", "UpdateItem", "Query", "BatchGetItem"},
+    c.FN_SHARD: {"GetItem", "PutItem", "UpdateItem", "Query", "BatchWriteItem"},
+    c.FN_COORDINATOR: {"UpdateItem", "BatchGetItem"},
+}
+
+
+def test_each_function_holds_only_the_table_actions_it_calls(
+    resources: dict[str, Any], grants: dict[str, Any]
+) -> None:
+    """No role may Scan, BatchWriteItem or DeleteItem a table it does not (the control table holds token
+    hashes); each table's actions are the ones the function's code calls, on that table alone."""
+    shard_tables = table_ids(resources) - {c.LOGICAL_CONTROL_TABLE}
     for name, statements in grants.items():
-        ddb = granted(statements, "dynamodb:")
-        for action in ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"):
-            assert {r["Fn::GetAtt"][0] for r in ddb[action]} == tables, (name, action)
+        by_table: dict[str, set[str]] = {}
+        for action, arns in granted(statements, "dynamodb:").items():
+            for arn in arns:
+                by_table.setdefault(arn["Fn::GetAtt"][0], set()).add(action.removeprefix("dynamodb:"))
+        assert by_table.pop(c.LOGICAL_CONTROL_TABLE) == CONTROL[name], name
+        assert set(by_table) == shard_tables, name
+        assert all(got == SHARDS[name] for got in by_table.values()), (name, by_table)
 
 
 def test_ssm_actions_per_function(grants: dict[str, Any]) -> None:
@@ -95,13 +118,21 @@ def test_ssm_actions_per_function(grants: dict[str, Any]) -> None:
 
 
 def test_s3_access_per_function(grants: dict[str, Any]) -> None:
-    s3 = {name: granted(st, "s3:") for name, st in grants.items()}
-    assert set(s3[c.FN_BROKER]) == {"s3:PutObject", "s3:GetObject"}
-    assert all(literal(r).endswith("/overflow/*") for rs in s3[c.FN_BROKER].values() for r in rs)
-    assert set(s3[c.FN_CONSUMER]) == {"s3:GetObject", "s3:ListBucket", "s3:PutObject"}
+    """Prefixes, not the bucket: nobody but Glue reaches `exports/`, nobody lists, and only the shard
+    function deletes, under `segments/` alone."""
+    s3 = {
+        name: {a: sorted(literal(r) for r in rs) for a, rs in granted(st, "s3:").items()}
+        for name, st in grants.items()
+    }
+    assert s3[c.FN_BROKER] == {"s3:PutObject": ["<ref>/overflow/*"], "s3:GetObject": ["<ref>/overflow/*"]}
     # Moving a message whose body lives in overflow/ to a dead letter queue writes a new overflow body.
-    assert [literal(r) for r in s3[c.FN_CONSUMER]["s3:PutObject"]] == ["<ref>/overflow/*"]
-    assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"} <= set(s3[c.FN_SHARD])
+    assert s3[c.FN_CONSUMER] == {
+        "s3:GetObject": ["<ref>/overflow/*", "<ref>/segments/*"],
+        "s3:PutObject": ["<ref>/overflow/*"],
+    }
+    assert s3[c.FN_SHARD] == {
+        a: ["<ref>/segments/*"] for a in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
+    }
     assert not s3[c.FN_COORDINATOR]
 
 
@@ -153,7 +184,7 @@ def test_no_function_touches_glue_iam_or_other_secrets(grants: dict[str, Any]) -
                 assert "*" not in a, f"{name}: wildcard action {a}"
                 if a.startswith("secretsmanager:"):
                     assert name in SIGNERS, f"{name}: {a}"
-                    assert a in {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}, a
+                    assert a == "secretsmanager:GetSecretValue", a  # nothing calls DescribeSecret
                     assert resource_list(s) == [{"Ref": c.LOGICAL_LEASE_KEY_SECRET}], s
 
 
