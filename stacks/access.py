@@ -10,12 +10,13 @@ call audit of the test suite records them, and `make test` fails on a grant no c
 | coordinator | G P U Q       | U BG         | get put; delete (own region) | -                            |
 
 (G GetItem, P PutItem, U UpdateItem, D DeleteItem, Q Query, BG BatchGetItem, BW BatchWriteItem.)
-Lambda invoke: the broker the coordinator (the wake), the consumer its push targets, the coordinator the consumer's `live` alias and the shard
-function. Nobody scans, nobody lists the bucket, and only the shard function deletes objects, under
-`segments/` alone (never Glue's `exports/`). The consumer writes `overflow/*` when it moves a message over the
-DynamoDB item limit to a dead letter queue (and the shard map of a dead letter queue it creates again
-because it was deleted since it was configured), and invokes the functions of push consumers of type
-`lambda`: only those context `push_lambda_targets` names (default `sluice-<stage>-push-*`).
+Lambda invoke: the broker the coordinator (the wake), the consumer its push targets, the coordinator the
+consumer's `live` alias and the shard function. Nobody scans, nobody lists the bucket, and only the shard
+function deletes objects, under `segments/` alone (never Glue's `exports/`). The consumer writes
+`overflow/*` when it moves a message over the DynamoDB item limit to a dead letter queue (and the shard map
+of a dead letter queue it creates again because it was deleted since it was configured), and invokes the
+functions of push consumers of type `lambda`: only those context `push_lambda_targets` names (default
+`sluice-<stage>-push-*`).
 
 Multi-region (`deployment` given; docs/design.md "Multi-region"): the control table's fencing writes go
 to the home region's table, the reads that tolerate lag to this region's replica: token lookups (broker,
