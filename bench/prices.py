@@ -11,7 +11,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sluice.constants import DEFAULT_LAMBDA_MEMORY_MB
+from sluice.constants import (
+    COORDINATOR_SCHEDULE_MINUTES,
+    DEFAULT_CAPACITY_MIN_UNITS,
+    DEFAULT_LAMBDA_MEMORY_MB,
+)
 from sluice.engine import tierpolicy
 from sluice.engine.tierpolicy import (
     DDB_GB_MONTH,
@@ -60,6 +64,25 @@ S3_ROUND_TRIP_MS = 30.0  # S3 Standard, a request under 512 KB: "median latencie
 CF_PRICE, CF_OPS_PER_MESSAGE, CF_METER_BYTES = 0.40 / 1e6, 3, 64 * 1024  # write + read + delete
 SQS_PRICE, SQS_MAX_BATCH, SQS_METER_BYTES = 0.40 / 1e6, 10, 64 * 1024
 
+# At rest (docs/performance.md "Cost at rest"), per region and month. Sources: the AWS pricing pages of
+# each service (us-east-1, 2026-11); what is free is said where it is used (bench/rest.py).
+HOURS_PER_MONTH = 730
+COORDINATOR_RUNS_PER_MONTH = HOURS_PER_MONTH * 60 // COORDINATOR_SCHEDULE_MINUTES
+LAMBDA_LOG_LINES_BYTES = 400  # START, END and REPORT (with X-Ray's trace id), per invocation
+SNAPSTART_CACHE_GBS_PRICE = 0.0000015046  # Lambda SnapStart for Python, per GB-s cached per version
+CW_ALARM_MONTH = 0.10  # per standard-resolution alarm metric
+CW_DASHBOARD_MONTH = 3.00  # per dashboard beyond an account's first 3
+CW_METRIC_MONTH = 0.30  # per custom metric (first 10,000), prorated by the hour
+CW_LOGS_INGEST_GB = 0.50
+CW_LOGS_STORE_GB_MONTH = 0.03
+XRAY_TRACE_PRICE = 5.00 / 1e6  # per trace recorded beyond 100,000 a month
+SECRET_MONTH = 0.40
+KMS_KEY_MONTH = 1.00  # per customer managed key
+DDB_STORAGE_GB_MONTH = DDB_GB_MONTH
+DDB_PITR_GB_MONTH = 0.20
+S3_STANDARD_GB_MONTH = S3_GB_MONTH
+MIN_PROVISIONED_UNITS = DEFAULT_CAPACITY_MIN_UNITS
+
 
 @dataclass
 class Usage:
@@ -100,6 +123,11 @@ def express_per_million(u: Usage) -> float:
     uploaded = u.hot_object_bytes / GB * EXPRESS_UPLOAD_GB
     retrieved = u.hot_object_bytes / GB * EXPRESS_RETRIEVAL_GB * (u.s3_gets > 0)
     return 1e6 * (u.s3_puts * EXPRESS_PUT_PRICE + u.s3_gets * EXPRESS_GET_PRICE + uploaded + retrieved)
+
+
+def billed_ms(cpu_ms: float, sequential_calls: float, minimum: int = 1) -> float:
+    """One invocation's billed duration (ms): handler CPU plus the assumed round trips, rounded up."""
+    return max(minimum, math.ceil(cpu_ms + sequential_calls * DDB_ROUND_TRIP_MS))
 
 
 def apigw_requests(request_bytes: int) -> int:

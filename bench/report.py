@@ -51,7 +51,9 @@ def _acks(sc: Scenario) -> str:
     return "on pull" if sc.ack_on_pull else "request"
 
 
-def render(measured: dict, priced: dict, imports: dict, e2e: dict | None) -> str:
+def render(
+    measured: dict, priced: dict, imports: dict, e2e: dict | None, rest: list[dict] | None = None
+) -> str:
     lines = [
         "# Performance and cost",
         "",
@@ -136,6 +138,9 @@ def render(measured: dict, priced: dict, imports: dict, e2e: dict | None) -> str
         "",
         *_targets(priced),
         *_tier_targets(priced),
+        REST_START,
+        REST_END,
+        "",
         "## Handler CPU per message (excluding AWS calls)",
         "",
         "`time.process_time()` around each in-process handler invocation, minus the process CPU spent between",
@@ -314,6 +319,53 @@ def _why(priced: dict) -> list[str]:
         "  of the run), so it reads high; bz2 compression of large batches is in the send CPU.",
         "",
     ]
+
+
+REST_START, REST_END = "<!-- rest:start -->", "<!-- rest:end -->"
+
+
+def replace_section(path: Path, section: str, start: str, end: str) -> None:
+    """Put `section` (its own markers included) between `start` and `end` in the page, the rest kept."""
+    text = path.read_text() if path.exists() else "# Performance and cost\n"
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + section + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text)
+
+
+def render_rest(rows: list[dict]) -> str:
+    """The "Cost at rest" section (bench/rest.py), between REST_START and REST_END."""
+    return "\n".join([REST_START, *_rest(rows), REST_END])
+
+
+def _rest(rows: list[dict]) -> list[str]:
+    fixed = next(r["month"] for r in rows if r["item"].startswith("**fixed total"))
+    coordinator = sum(r["month"] for r in rows if r["item"].startswith("coordinator"))
+    lines = [
+        "## Cost at rest (zero traffic, per region per month)",
+        "",
+        "The whole stack with nothing sent, from the synthesized template (what is deployed) and a measured",
+        "idle run of the coordinator (bench/rest.py: the real handler on moto, on a schedule event, with idle",
+        f"queues; billed duration = handler CPU + {prices.DDB_ROUND_TRIP_MS:g} ms per AWS call, as above). The minute rule",
+        'runs one short pass when no queue is busy (docs/design.md "Coordinator"); the coordinator\'s fixed',
+        f"cost is **${coordinator:.2f}** a month (target ≤ $1), the stack's **${fixed:.2f}**. Prices: us-east-1 list",
+        "prices (bench/prices.py). Free tiers are not subtracted, except where a row says so.",
+        "",
+        "| item | quantity | $ / month | source |",
+        "|---|---|---:|---|",
+    ]
+    lines += [f"| {r['item']} | {r['quantity']} | {r['month']:.2f} | {r['source']} |" for r in rows]
+    lines += [
+        "",
+        "Rows after the total grow with use: queues (each idle queue adds its pass), and stored data. Not",
+        "fixed: API Gateway, DynamoDB requests, S3 requests and Lambda of the functions behind the API are",
+        "paid per request (the tables above). A SnapStart version is cached as long as it is kept: each",
+        "deploy publishes one per function, and every version kept costs the row above again.",
+        "",
+    ]
+    return lines
 
 
 def _imports(imports: dict) -> list[str]:

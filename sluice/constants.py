@@ -15,7 +15,6 @@ ENV_CONTROL_TABLE: Final = "SLUICE_CONTROL_TABLE"
 ENV_SHARD_TABLES: Final = "SLUICE_SHARD_TABLES"  # comma-separated table names, index = table slot
 ENV_SEGMENT_BUCKET: Final = "SLUICE_SEGMENT_BUCKET"
 ENV_SHARD_MAP_PREFIX: Final = "SLUICE_SHARD_MAP_PREFIX"  # SSM path; one parameter per queue below it
-ENV_SHARD_MAP_TTL: Final = "SLUICE_SHARD_MAP_TTL_SECONDS"
 ENV_TOKEN_CACHE_TTL: Final = "SLUICE_TOKEN_CACHE_TTL_SECONDS"
 ENV_AWS_ENDPOINT_URL: Final = "SLUICE_AWS_ENDPOINT_URL"  # moto server in the local runtime
 ENV_STAGE: Final = "SLUICE_STAGE"
@@ -24,6 +23,8 @@ ENV_LEASE_KEY_CACHE_TTL: Final = "SLUICE_LEASE_KEY_CACHE_TTL_SECONDS"
 ENV_ADMIN_TOKEN: Final = "SLUICE_ADMIN_TOKEN"
 ENV_CONSUMER_FUNCTION: Final = "SLUICE_CONSUMER_FUNCTION"  # push workers started by the coordinator
 ENV_SHARD_FUNCTION: Final = "SLUICE_SHARD_FUNCTION"  # flush/compaction work started by the coordinator
+ENV_COORDINATOR_FUNCTION: Final = "SLUICE_COORDINATOR_FUNCTION"  # brokers wake it when shards throttle
+MAX_REGIONS: Final = 30  # regions one shard map may span (sluice/engine/mapdoc.py: 3 codes per region)
 # Coordinator tuning (docs/design.md "Coordinator"); all optional, defaults in engine/coordinator/config.py.
 ENV_COORDINATOR_LOOP_SECONDS: Final = "SLUICE_COORDINATOR_LOOP_SECONDS"  # keep deciding this long per run
 ENV_COORDINATOR_PERIOD_SECONDS: Final = "SLUICE_COORDINATOR_PERIOD_SECONDS"  # between passes in a run

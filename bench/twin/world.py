@@ -1,9 +1,10 @@
 """The real engine (`sluice.service.Sluice`, `Coordinator`, `ShardWorker`) wired to the twin.
 
-The adapters are the real ones (`sluice.adapters.dynamo.Table`, `sluice.adapters.s3.Bucket`); only
-the client under them is the twin's. The SSM mirror and the lease-key secret are small in-memory
-stand-ins with latency. Each actor is one Lambda container: its shard-map cache (Powertools
-parameters, `shard_map_ttl_seconds`) is its own and expires in virtual time.
+The adapters are the real ones (`sluice.adapters.dynamo.Table`, `sluice.adapters.s3.Bucket`,
+`sluice.adapters.ssm.SsmMirror`); only the client under them is the twin's (SSM with its value limits
+and throughput quota: bench/twin/ssm.py). The lease-key secret is a small in-memory stand-in. Each
+container actor has its own engine (`World.container`), so its cached queue documents are its own, as
+in a Lambda container.
 """
 
 from __future__ import annotations
@@ -20,14 +21,18 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from bench.twin.dynamo import Latency, TwinDynamo
-from bench.twin.network import Network
 from bench.twin.sim import Sim
+from bench.twin.ssm import TwinMirror, TwinSsm
 from sluice import codec
+from sluice.adapters import aws
 from sluice.adapters.dynamo import Table
 from sluice.adapters.s3 import Bucket
+from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.clock import Clock
+from sluice.engine.invoker import Invoker
 from sluice.engine.store.dynamo import DynamoShardStore
+from sluice.models import Queue
 from sluice.service import Sluice
 from sluice.settings import Settings
 
@@ -41,11 +46,11 @@ SHARD_TABLES = 4
 # - S3 Express One Zone: "consistent single-digit millisecond first-byte read and write request
 #   latencies—up to 10x faster than S3 Standard" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/
 #   s3-express-performance.html): median 5 ms, p99 ~11 ms here.
-# Both add transfer at 100 MB/s (a Lambda function's network, about). SSM GetParameter/PutParameter:
-# not published; a round trip like DynamoDB's, doubled.
+# Both add transfer at 100 MB/s (a Lambda function's network, about).
 S3_STANDARD = Latency(median_s=0.030, sigma=0.52, rng=random.Random(3))
 S3_EXPRESS = Latency(median_s=0.005, sigma=0.35, rng=random.Random(3))
-SSM_LATENCY = Latency(median_s=0.008, sigma=0.45, rng=random.Random(5))
+COORDINATOR_FUNCTION = "coordinator"
+FAIL_FAST_ATTEMPTS = aws.FAIL_FAST_CONFIG.retries["total_max_attempts"]
 KEYRING = json.dumps({"current_id": 1, "current": "twin-lease-key-" + "k" * 40})
 
 
@@ -58,6 +63,10 @@ class TwinTable(Table):
     @property
     def _client(self) -> Any:
         return self._twin
+
+    @property
+    def _fail_fast_client(self) -> Any:
+        return self._twin.with_attempts(FAIL_FAST_ATTEMPTS)
 
 
 class _S3Client:
@@ -119,39 +128,6 @@ class TwinBucket(Bucket):
         return self._s3
 
 
-class TwinMirror:
-    """The SSM mirror's interface (`sluice.adapters.ssm.SsmMirror`): one document per queue."""
-
-    def __init__(self, sim: Sim, region: str | None = None, network: Network | None = None) -> None:
-        self.sim = sim
-        self.region = region
-        self.network = network
-        self.docs: dict[str, str] = {}
-        self.reads = 0
-
-    def _latency(self) -> float:
-        own = SSM_LATENCY.sample()
-        if self.network is None:
-            return own
-        return own + self.network.rtt(getattr(self.sim.current, "region", None), self.region)
-
-    def name(self, queue: str) -> str:
-        return f"/twin/{queue}"
-
-    def read(self, queue: str) -> str | None:
-        self.reads += 1
-        self.sim.sleep(self._latency())
-        return self.docs.get(queue)
-
-    def write(self, queue: str, document: str) -> None:
-        self.sim.sleep(self._latency())
-        self.docs[queue] = document
-
-    def delete(self, queue: str) -> None:
-        self.sim.sleep(self._latency())
-        self.docs.pop(queue, None)
-
-
 class _Secret:
     def read(self, force: bool = False) -> str:
         return KEYRING
@@ -161,45 +137,55 @@ class _Secret:
 class World:
     sim: Sim
     dynamo: TwinDynamo
-    engine: Sluice
-    mirror: TwinMirror
-    map_ttl_s: float = 5.0
+    engine: Sluice  # set-up and admin calls (outside any container)
+    ssm: TwinSsm
+    invoker: Invoker | None = None  # what a container's wake starts (the scenario's coordinator)
 
-    def read_mirror(self, name: str, force: bool) -> str | None:
-        """Powertools' cached parameter, per container (actor), expiring in virtual time."""
+    def container(self) -> Sluice:
+        """The engine of the calling actor's container: made on its first call, kept for its life."""
         actor = self.sim.current
-        cache = actor.cache if actor is not None else {}
-        hit = cache.get(name)
-        if hit is not None and not force and self.sim.now < hit[0]:
-            return hit[1]
-        doc = self.mirror.read(name)
-        cache[name] = (self.sim.now + self.map_ttl_s, doc)
-        return doc
+        if actor is None:
+            return self.engine
+        engine = actor.cache.get("engine")
+        if engine is None:
+            engine = actor.cache["engine"] = Sluice(
+                self.engine.backend, read_lease_keys=lambda _force: KEYRING, invoker=self.invoker
+            )
+        return engine
+
+    def queue(self, name: str) -> Queue:
+        """The control item's document, read outside the model (no latency, no capacity)."""
+        item = self.dynamo.tables[self.engine.backend.settings.control_table][keys.queue_pk(name)]
+        return Queue.model_validate_json(item.items[keys.QUEUE_SK][keys.DOC]["S"])
 
 
-def build(seed: int = 14, s3_latency: Latency = S3_STANDARD) -> World:
+def build(seed: int = 14, sample: float = 1.0, s3_latency: Latency = S3_STANDARD) -> World:
+    """`sample`: the share of the load a scenario simulates (DynamoDB partitions and SSM's read quota
+    are scaled alike); `s3_latency`: S3 Standard or Express One Zone."""
     sim = Sim()
     dynamo = TwinDynamo(sim, Latency(rng=random.Random(seed)), random.Random(seed + 1))
-    mirror = TwinMirror(sim)
+    dynamo.capacity_scale = sample
+    ssm = TwinSsm(sim, scale=sample)
+    mirror = TwinMirror(ssm)
     settings = Settings(
         control_table="twin-control",
         shard_tables=[f"twin-shards-{i}" for i in range(SHARD_TABLES)],
         segment_bucket="twin-segments",
         shard_map_prefix="/twin",
+        coordinator_function=COORDINATOR_FUNCTION,
     )
     backend = Backend(
         settings=settings,
         control=TwinTable(settings.control_table, dynamo),
         shard_tables=[TwinTable(name, dynamo) for name in settings.shard_tables],
-        mirror=mirror,  # type: ignore[arg-type]
+        mirror=mirror,
         bucket=TwinBucket(settings.segment_bucket, _S3Client(sim, s3_latency)),
         lease_secret=_Secret(),  # type: ignore[arg-type]
         clock=twin_clock(sim),
     )
     backend.store = twin_store(backend)
-    world = World(sim, dynamo, None, mirror, settings.shard_map_ttl_seconds)  # type: ignore[arg-type]
-    world.engine = Sluice(backend, read_mirror=world.read_mirror, read_lease_keys=lambda _force: KEYRING)
-    return world
+    engine = Sluice(backend, read_lease_keys=lambda _force: KEYRING)
+    return World(sim, dynamo, engine, ssm)
 
 
 def twin_clock(sim: Sim) -> Clock:

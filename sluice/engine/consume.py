@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from sluice import errors
+from sluice.adapters import aws
 from sluice.engine.backend import Backend
 from sluice.engine.budget import ByteBudget
 from sluice.engine.commit import MAX_COMMIT_ATTEMPTS, StateCommit
@@ -82,12 +83,19 @@ class Consumer:
         as the pull's on the shards it touches: one write instead of two (`result.ack` tells how)."""
         clock = self.clock
         deadline = clock.monotonic() + wait_ms / 1000
+        # Every region is read once; after that, while the pull waits, another region's read starts only
+        # if it ends (REMOTE_CALL_SECONDS at worst) before the deadline: a long pull against a region
+        # that hangs still answers on time.
+        remote_until = float("inf")
         delay = 0.05
         carried = None if acks is None else self._carry(self.directory.get(queue_name), acks)
         acked = None
         while True:
             budget = ByteBudget(max_bytes, size_of) if size_of else None
-            result = self._pull_once(queue_name, group, batch_size, visibility_ms, budget, carried)
+            result = self._pull_once(
+                queue_name, group, batch_size, visibility_ms, budget, carried, remote_until
+            )
+            remote_until = deadline
             if carried is not None:
                 acked, carried = carried.result(), None  # applied once: the polls that follow only pull
             result.ack = acked
@@ -104,6 +112,7 @@ class Consumer:
         visibility_ms: int | None,
         budget: ByteBudget | None,
         carried: CarriedAcks | None = None,
+        remote_until: float = float("inf"),
     ) -> LeasedBatch:
         queue = self.directory.get(queue_name)
         if queue.paused or group not in queue.groups:
@@ -122,6 +131,9 @@ class Consumer:
             if not self.breaker.allows(region):
                 skipped += 1
                 continue
+            remote = region not in (None, self.backend.region)
+            if remote and self.clock.monotonic() + aws.REMOTE_CALL_SECONDS > remote_until:
+                continue  # too late for another region's worst case: the pull answers on time without it
             try:
                 got, work = self._pull_region(
                     queue, shards, group, batch_size - len(deliveries), vis, budget, carried
@@ -156,6 +168,11 @@ class Consumer:
     ) -> tuple[list[Delivery], int]:
         """Lease up to `want` from one region's `shards`: (deliveries, its backlog as the pull saw it)."""
         views, backlog = self.planner.views(queue, shards, group, carried)
+        for view in views:  # a HEAD stamped with a newer map: the next pull reads the new shards too
+            head = view.head
+            self.directory.observe_stamp(queue, view.address.shard, head.map_version, head.map_route)
+        if self.directory.get(queue.name).paused:  # a HEAD just said so (the stamp of a pause)
+            return [], backlog
         deliveries: list[Delivery] = []
         for view in (v for v in views if v.work > 0):
             if len(deliveries) >= want or (budget and budget.full):

@@ -24,6 +24,9 @@ TOKENS_PK = "TOKENS"  # listing: one item per token id
 TOKEN_SK = "TOKEN"
 ACCESS_KEY_SK = "AK"
 QUEUE_ID_SK = "QID"  # under queue_id_pk(id): the name of the queue with that id
+# Under queue_pk(name): the map stamp of one region (route_sk), as on its HEADs (HEAD_MAP_VERSION,
+# HEAD_MAP_ROUTE): what a broker whose every shard throttles reads, a HEAD being out of reach then.
+QUEUE_ROUTE_SK = "ROUTE"
 PURGE_SK = "PURGE"  # under queue_pk(name): when the last purge ran
 PULL_CONSUMER_SK = "PULLCONSUMER"  # under queue_pk(name): the Cloudflare face's http_pull consumer
 CONSUMER_SK_PREFIX = "CONSUMER#"  # under queue_pk(name): a push consumer's config
@@ -33,6 +36,8 @@ COORDINATOR_OWNERSHIP_SK = "LEASE"  # coordinator_ownership_sk(...): one ownersh
 COORDINATOR_STATE_SK_PREFIX = "STATE#"
 COORDINATOR_PRUNED_SK = "PRUNED"  # when the region's SSM path was last listed for lingering mirrors
 PRUNED_AT = "at"
+COORDINATOR_WAKE_SK = "WAKE"  # per region: when a broker last woke the coordinator, or it last passed
+WAKE_AT = "at"
 IDEMPOTENCY_PK_PREFIX = "IDEM"  # Powertools' key prefix; the record's sk is IDEMPOTENCY_SK
 IDEMPOTENCY_SK = "IDEM"
 SEGMENT_INDEX_PK_PREFIX = "SEG#"  # segment_index_pk(...): one item per segment, sk = its first sequence
@@ -67,8 +72,10 @@ HEAD_SEALED_MS = "sealed_ms"
 HEAD_FLUSHED = "flushed"  # every sequence below it is in an S3 segment
 HEAD_TTL_SET = "ttl_set"  # bottomless queues: items below it have their TTL set after the flush
 HEAD_PRODUCER_VERSION = "pver"  # the highest producer version seen (fences older producers)
-HEAD_MAP_VERSION = "mv"  # the shard-map version the coordinator stamped (brokers learn of new maps from it)
-HEAD_MAP_ROUTE = "mo"  # with it: "<config digest>/<tables>/<open id ranges of the HEAD's region>" (issue 23)
+# Stamped by whoever changes the queue's document (sluice/engine/maproute.py): its version, and the
+# route of the HEAD's region (config digest / table count / open shard ids) a container adopts.
+HEAD_MAP_VERSION = "mv"
+HEAD_MAP_ROUTE = "mo"
 # Write counters (sluice.engine.counters): requests, messages, bytes, throttles, conflicts
 HEAD_COUNTERS = ("wreq", "wmsgs", "wbytes", "thr", "cfl")
 
@@ -138,6 +145,11 @@ def slot_sk(consumer_id: str, slot: int) -> str:
 
 def slot_of(sk: str) -> int:
     return int(sk.rsplit("#", 1)[1])
+
+
+def route_sk(region: str | None) -> str:
+    """A queue's map stamp for `region` (None: the single region), next to its document."""
+    return QUEUE_ROUTE_SK if region is None else f"{QUEUE_ROUTE_SK}#{region}"
 
 
 def coordinator_ownership_sk(base: str, region: str | None) -> str:

@@ -149,3 +149,27 @@ def test_large_messages_exhausted_together_all_reach_the_dead_letter_queue(clock
     assert sorted(len(d.body) for d in dead) == [300_000] * 4
     clock.advance(10)
     assert clocked.operations.redrive(queue_name, dlq)["moved"] == 4
+
+
+def test_redriving_an_overflow_message_reads_its_body_from_the_broker(api, queue_name):
+    """Redrive (a broker route) pulls the dead letter queue and sends again: a body stored in `overflow/`
+    is read back by the broker (s3:GetObject on overflow/*)."""
+    dlq = f"{queue_name}-dlq"
+    settings = {"max_message_bytes": 400_000, "max_retries": 0, "dead_letter_queue": dlq}
+    assert api("POST", "/v1/queues", {"queue_name": queue_name, "settings": settings})[0] == 201
+    text = "y" * BIG
+    assert api("POST", f"/v1/queues/{queue_name}/messages", {"messages": [{"body": text}]})[0] == 200
+    (message,) = api("POST", f"/v1/queues/{queue_name}/messages/pull", {"batch_size": 1})[1]["result"][
+        "messages"
+    ]
+    retry = {"retries": [{"lease_id": message["lease_id"]}]}
+    assert api("POST", f"/v1/queues/{queue_name}/messages/ack", retry)[0] == 200  # no retries left: dead
+
+    status, body = api("POST", f"/v1/queues/{queue_name}/redrive", {"from_queue": dlq})
+    assert status == 200 and body["result"]["moved"] == 1, body
+    (back,) = api("POST", f"/v1/queues/{queue_name}/messages/pull", {"batch_size": 1})[1]["result"][
+        "messages"
+    ]
+    assert back["body"] == text
+    gets = _recorded(c.FN_BROKER, "s3:GetObject")
+    assert any("/overflow/" in arn for arn in gets), gets

@@ -122,6 +122,7 @@ class ShardRange(Wire):
     flushed_seq: int
     next_seq: int
     region: str | None = Field(None, description="where the shard is (multi-region deployments only)")
+    unreachable: bool | None = Field(None, description="its region cannot be reached now: offsets unknown")
 
 
 class Shards(Wire):

@@ -10,9 +10,10 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
-from sluice import codec
+from sluice import codec, errors
 from sluice.adapters.dynamo import ConditionFailed, Table, batch_delete, batch_get_across, batch_get_available
 from sluice.codec import StoredMessage
 from sluice.engine import keys
@@ -42,8 +43,8 @@ Item = dict[str, Any]
 
 
 def head_of(item: Item | None) -> Head:
+    exists = bool(item)
     item = item or {}
-    mv, mo = item.get(keys.HEAD_MAP_VERSION), item.get(keys.HEAD_MAP_ROUTE)
     return Head(
         next=int(item.get(keys.HEAD_NEXT, 0)),
         ts=int(item.get(keys.HEAD_TS, 0)),
@@ -52,9 +53,10 @@ def head_of(item: Item | None) -> Head:
         flushed=int(item.get(keys.HEAD_FLUSHED, 0)),
         ttl_set=int(item.get(keys.HEAD_TTL_SET, 0)),
         producer_version=int(item.get(keys.HEAD_PRODUCER_VERSION, 0)),
-        map_version=None if mv is None else int(mv),
-        map_route=None if mo is None else str(mo),
+        map_version=int(item.get(keys.HEAD_MAP_VERSION, 0)),
+        map_route=str(item.get(keys.HEAD_MAP_ROUTE, "")),
         counters=tuple(int(item.get(attr, 0)) for attr in keys.HEAD_COUNTERS),
+        exists=exists,
     )
 
 
@@ -115,6 +117,7 @@ class DynamoShardStore:
         *,
         producer_version: int | None = None,
         guard: HeadGuard | None = None,
+        fail_fast: bool = False,
     ) -> Allocation:
         expression = "SET #n = if_not_exists(#n, :zero) + :count, #ts = :now"
         condition = "attribute_not_exists(#sealed) AND (attribute_not_exists(#ts) OR #ts <= :now)"
@@ -136,22 +139,44 @@ class DynamoShardStore:
                 names[f"#g{index}"], values[f":g{index}"] = attr, value
                 expression += f", #g{index} = :g{index}"
         expression += _counter_clause(counts, names, values)
+        call = partial(
+            self._table(at).update,
+            at.pk,
+            keys.HEAD_SK,
+            expression,
+            condition=condition,
+            names=names,
+            values=values,
+            returns="ALL_NEW",  # the whole HEAD: the map version stamped on it comes back too
+        )
         try:
-            new = self._table(at).update(
-                at.pk,
-                keys.HEAD_SK,
-                expression,
-                condition=condition,
-                names=names,
-                values=values,
-                returns="ALL_NEW",  # the whole HEAD: the map version stamped on it comes back too
-            )
+            try:
+                new = call(fail_fast=fail_fast)
+            except errors.DependencyUnavailable:
+                if not fail_fast:
+                    raise
+                new = call()  # fail-fast skips throttle retries only: an outage (5xx) is retried
         except ConditionFailed as exc:
             old = exc.item or {}
             guard_value = old.get(guard.field) if guard is not None else None
             raise AllocationRefused(head_of(old), None if guard_value is None else int(guard_value)) from exc
         head = head_of(new)
         return Allocation(head.next - count, now_ms, head.map_version, head.map_route)
+
+    def stamp_map(self, at: ShardAddress, version: int, route: str) -> bool:
+        try:
+            self._table(at).update(
+                at.pk,
+                keys.HEAD_SK,
+                "SET #mv = :v, #mo = :r",
+                condition="attribute_not_exists(#mv) OR #mv < :v",
+                names={"#mv": keys.HEAD_MAP_VERSION, "#mo": keys.HEAD_MAP_ROUTE},
+                values={":v": version, ":r": route},
+                fail_fast=True,  # a hot HEAD: the next pass stamps it (meanwhile the route item tells)
+            )
+        except ConditionFailed:
+            return False
+        return True
 
     def set_floor(self, at: ShardAddress) -> None:
         self._table(at).update(
@@ -166,7 +191,7 @@ class DynamoShardStore:
         self._table(at).update(
             at.pk,
             keys.HEAD_SK,
-            "SET #s = :t, #sm = :now",
+            "SET #s = :t, #sm = if_not_exists(#sm, :now)",
             names={"#s": keys.HEAD_SEALED, "#sm": keys.HEAD_SEALED_MS},
             values={":t": True, ":now": now_ms},
         )

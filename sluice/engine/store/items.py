@@ -38,8 +38,9 @@ class ShardAddress:
 
 @dataclass(frozen=True)
 class Head:
-    """A shard's HEAD item (an absent HEAD reads as a fresh shard). `map_version` and `map_route` are
-    the shard map the control plane stamped (`mv`, `mo`: issue 23), None before any stamp."""
+    """A shard's HEAD item (an absent HEAD reads as a fresh shard, `exists` False). `map_version` and
+    `map_route` are the shard map the control plane stamped (`mv`, `mo`: sluice/engine/maproute.py),
+    0 and "" before any stamp."""
 
     next: int = 0
     ts: int = 0
@@ -48,9 +49,10 @@ class Head:
     flushed: int = 0
     ttl_set: int = 0
     producer_version: int = 0
-    map_version: int | None = None
-    map_route: str | None = None
+    map_version: int = 0
+    map_route: str = ""
     counters: tuple[int, ...] = (0,) * len(keys.HEAD_COUNTERS)  # running totals, in HEAD_COUNTERS order
+    exists: bool = False  # the item is there (a shard nobody has written to has none)
 
 
 @dataclass(frozen=True)
@@ -122,8 +124,8 @@ class HeadGuard:
 class Allocation:
     first_seq: int
     timestamp_ms: int
-    map_version: int | None = None  # the HEAD's `mv` after the allocation (see Head.map_version)
-    map_route: str | None = None  # and its `mo`
+    map_version: int = 0  # the HEAD's `mv` after the allocation (see Head.map_version)
+    map_route: str = ""  # and its `mo`
 
 
 @dataclass

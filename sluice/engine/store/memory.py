@@ -74,6 +74,7 @@ class MemoryShardStore:
         *,
         producer_version: int | None = None,
         guard: HeadGuard | None = None,
+        fail_fast: bool = False,
     ) -> Allocation:
         with self._lock:
             part = self._part(at)
@@ -90,6 +91,7 @@ class MemoryShardStore:
             added = (counts.requests, counts.messages, counts.bytes, counts.throttles, counts.conflicts)
             part.head = replace(
                 head,
+                exists=True,
                 next=head.next + count,
                 ts=now_ms,
                 producer_version=head.producer_version if producer_version is None else producer_version,
@@ -100,22 +102,25 @@ class MemoryShardStore:
             self.writes += 1
             return Allocation(part.head.next - count, now_ms, part.head.map_version, part.head.map_route)
 
-    def stamp_map_version(self, at: ShardAddress, version: int) -> None:
-        """What the coordinator does on AWS (tests)."""
+    def stamp_map(self, at: ShardAddress, version: int, route: str) -> bool:
         with self._lock:
             part = self._part(at)
-            part.head = replace(part.head or Head(), map_version=version)
+            head = part.head or Head()
+            if head.map_version and head.map_version >= version:  # 0: never stamped
+                return False
+            part.head = replace(head, exists=True, map_version=version, map_route=route)
+            return True
 
     def set_floor(self, at: ShardAddress) -> None:
         with self._lock:
             part = self._part(at)
             head = part.head or Head()
-            part.head = replace(head, floor=head.next)
+            part.head = replace(head, exists=True, floor=head.next)
 
     def seal(self, at: ShardAddress, now_ms: int) -> None:
         with self._lock:
             part = self._part(at)
-            part.head = replace(part.head or Head(), sealed=True)
+            part.head = replace(part.head or Head(), exists=True, sealed=True)
 
     def mark_flushed(self, at: ShardAddress, old: int, new: int) -> bool:
         with self._lock:
@@ -123,7 +128,7 @@ class MemoryShardStore:
             head = part.head or Head()
             if head.flushed not in (0, old):
                 return False
-            part.head = replace(head, flushed=new)
+            part.head = replace(head, exists=True, flushed=new)
             return True
 
     def mark_ttl_set(self, at: ShardAddress, end: int) -> None:
@@ -131,7 +136,7 @@ class MemoryShardStore:
             part = self._part(at)
             head = part.head or Head()
             if head.ttl_set < end:
-                part.head = replace(head, ttl_set=end)
+                part.head = replace(head, exists=True, ttl_set=end)
 
     # --- batch items --------------------------------------------------------------------------------------
 

@@ -39,9 +39,18 @@ class ShardStore(Protocol):
         *,
         producer_version: int | None = None,
         guard: HeadGuard | None = None,
+        fail_fast: bool = False,
     ) -> Allocation:
         """Take `count` sequences: one conditional write (not sealed, `ts <= now`, producer version not
-        older, guard field unchanged). Raises `AllocationRefused` with the HEAD it found."""
+        older, guard field unchanged) that returns the whole HEAD (its map stamp too). Raises
+        `AllocationRefused` with the HEAD it found. `fail_fast`: a throttle is not retried (the caller
+        has another shard to go to); an outage still is."""
+        ...
+
+    def stamp_map(self, at: ShardAddress, version: int, route: str) -> bool:
+        """Stamp the HEAD with the shard map's `version` and this region's `route` unless it names that
+        version or a newer one already (False then); a HEAD nobody wrote yet is made. Not retried on a
+        throttle (raises `Throttled`: the next coordinator pass stamps it)."""
         ...
 
     def set_floor(self, at: ShardAddress) -> None:
@@ -49,7 +58,7 @@ class ShardStore(Protocol):
         ...
 
     def seal(self, at: ShardAddress, now_ms: int) -> None:
-        """No more allocations on this shard (idempotent)."""
+        """No more allocations on this shard (idempotent: the first seal's time is kept)."""
         ...
 
     def mark_flushed(self, at: ShardAddress, old: int, new: int) -> bool:
