@@ -47,7 +47,27 @@ def test_allocate_takes_contiguous_ranges_and_counts_them(store: ShardStore) -> 
     head = store.head(AT)
     assert (head.next, head.ts) == (5, 100)
     assert head.counters[:3] == (2, 4, 20)  # requests, messages, bytes
-    assert first.map_version is None
+    assert (first.map_version, first.map_route, head.exists) == (0, "", True)  # never stamped
+    assert not store.head(ShardAddress("q", "0000abcd", Shard(id=4, table=1, created_ms=0))).exists
+
+
+def test_map_stamps_only_move_forward_and_come_back_with_allocations_and_refusals(
+    store: ShardStore,
+) -> None:
+    """issue 23's hooks: a stamp (`mv`, `mo`) makes a HEAD nobody wrote, never goes back, and every
+    allocation (ALL_NEW) and refusal (ALL_OLD) carries it."""
+    assert store.stamp_map(AT, 3, "1a2b3c4d/4/0-3")
+    head = store.head(AT)
+    assert (head.exists, head.map_version, head.map_route, head.next) == (True, 3, "1a2b3c4d/4/0-3", 0)
+    assert not store.stamp_map(AT, 3, "other") and not store.stamp_map(AT, 2, "older")
+    first = store.allocate(AT, 2, 100, COUNTS, fail_fast=True)
+    assert (first.first_seq, first.map_version, first.map_route) == (0, 3, "1a2b3c4d/4/0-3")
+    assert store.stamp_map(AT, 4, "1a2b3c4d/4/0-7")
+    store.seal(AT, 200)
+    store.seal(AT, 300)  # idempotent
+    with pytest.raises(AllocationRefused) as sealed:
+        store.allocate(AT, 1, 400, COUNTS)
+    assert (sealed.value.head.map_version, sealed.value.head.map_route) == (4, "1a2b3c4d/4/0-7")
 
 
 def test_allocate_refuses_a_sealed_head_an_older_producer_and_a_clock_behind(store: ShardStore) -> None:
