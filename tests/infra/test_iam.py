@@ -143,7 +143,7 @@ def test_s3_access_per_function(grants: dict[str, Any]) -> None:
         "s3:ListBucket": ["<ref>"],
     }
     listing = next(st for st in grants[c.FN_SHARD] if "s3:ListBucket" in str(st["Action"]))
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": "payload/*"}}
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["payload/*"]}}
     assert not s3[c.FN_COORDINATOR]
 
 
