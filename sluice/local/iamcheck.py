@@ -371,6 +371,14 @@ UNEXERCISED: tuple[Unexercised, ...] = (
     ),
     Unexercised(
         "shard",
+        "s3:DeleteObject",
+        "*:::sluice-<stage>-segments-<account>-<region>/payload",
+        "The flush deletes the payload-tier objects of sends that crashed between their object and their "
+        "items (sluice/engine/payloads.py orphans_in); crashes are injected on the engine "
+        "(tests/faults/test_payload_tier_crashes.py), not through the shard handler.",
+    ),
+    Unexercised(
+        "shard",
         "dynamodb:PutItem",
         "*:table/sluice-<stage>-shards-<i>",
         "The shard worker seals a gap a dead broker left with a conditional tombstone (sluice/engine/"
