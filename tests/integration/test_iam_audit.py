@@ -180,9 +180,7 @@ def test_the_stack_grants_no_scan_and_no_describe(template) -> None:
     BatchWriteItem, DescribeTable, stream reads) for every function, DescribeSecret, ListBucket (but the
     shard function's, under `payload/` alone: the flush lists a shard's tier objects to delete orphans)."""
     roles = iamcheck.TemplateRoles(template, "test")
-    statements = [
-        (fn, st) for fn in c.FUNCTION_HANDLERS for st in roles.statements(roles.role_of(fn) or "")
-    ]
+    statements = [(fn, st) for fn in c.FUNCTION_HANDLERS for st in roles.statements(roles.role_of(fn) or "")]
     listing = {"StringLike": {"s3:prefix": [f"{c.PAYLOAD_PREFIX}*"]}}
     held = {
         a
