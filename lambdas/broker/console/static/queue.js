@@ -3,7 +3,7 @@
 
 import { api, q } from "./api.js";
 import { backlogChart, record } from "./chart.js";
-import { announce, clear, confirmAction, field, fmt, formError, h, poller, table, uid } from "./ui.js";
+import { announce, clear, confirmAction, field, fmt, formError, h, poller, skippedRegions, table, uid } from "./ui.js";
 
 // Settings as the API names them (docs/api.md "Queues"), with the control that edits each.
 const SETTINGS = [
@@ -30,6 +30,7 @@ export async function render(main, name) {
   const shardsBox = h("div");
   const dlqBox = h("div");
   const opsNotice = h("p", { class: "notice", role: "status" });
+  const regionNotice = h("p", { class: "notice warn", role: "status" });
   const opsError = h("p", { class: "error", role: "alert" });
   let groupNames = ["default"];
 
@@ -88,7 +89,8 @@ export async function render(main, name) {
     const [metrics, shards, groups] = await Promise.all([api.metrics(name), api.shards(name), api.groups(name)]);
     record({ [name]: metrics.backlog_count });
     groupNames = groups.consumer_groups.map((g) => g.name);
-    clear(figuresBox).append(figures(metrics));
+    skippedRegions(regionNotice, metrics.skipped_regions ?? []);
+    clear(figuresBox).append(regionNotice, figures(metrics));
     if (metrics.regions) figuresBox.append(regionTable(metrics.regions));
     clear(chartBox).append(backlogChart([name], `Backlog of ${name}, last 10 minutes`));
     clear(groupsBox).append(groupTable(groups.consumer_groups, metrics.consumer_groups));
@@ -201,7 +203,7 @@ function groupTable(groups, figures) {
 function shardTable(shards) {
   const rows = shards.map((s) => [
     h("th", { scope: "row", class: "num" }, String(s.shard)),
-    s.state,
+    s.unreachable ? "unreachable" : s.state,
     s.region || "home",
     h("span", { class: "mono" }, s.first_offset || "–"),
     h("span", { class: "mono" }, s.last_offset || "–"),

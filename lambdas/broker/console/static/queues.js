@@ -2,18 +2,20 @@
 
 import { api, q } from "./api.js";
 import { backlogChart, MAX_SERIES, record } from "./chart.js";
-import { announce, clear, field, fmt, formError, h, poller, table } from "./ui.js";
+import { announce, clear, field, fmt, formError, h, poller, skippedRegions, table } from "./ui.js";
 
 const PAGE = 100; // queues per page of the list API; the console shows the first page
 
 export async function render(main) {
   const chartBox = h("div");
   const listBox = h("div");
+  const regionNotice = h("p", { class: "notice warn", role: "status" });
   const refresh = async () => {
     const { queues, cursor } = await api.listQueues();
     const answers = await Promise.all(queues.map((queue) => api.metrics(queue.queue_name).catch((err) => err)));
     const failed = answers.filter((a) => a instanceof Error);
     if (queues.length && failed.length === queues.length) throw failed[0];
+    skippedRegions(regionNotice, answers.flatMap((a) => (a instanceof Error ? [] : a.skipped_regions ?? [])));
     const figures = Object.fromEntries(
       queues.map((queue, i) => [queue.queue_name, answers[i] instanceof Error ? null : answers[i]]),
     );
@@ -36,6 +38,7 @@ export async function render(main) {
   main.append(
     h("h1", {}, "Queues"),
     h("div", { class: "actions" }, updates.control),
+    regionNotice,
     h("section", { "aria-label": "Backlog chart" }, chartBox),
     h("section", { "aria-label": "Queue list" }, listBox),
     createForm(refresh),

@@ -155,6 +155,15 @@ export function showAlert(err, { retry } = {}) {
 
 export const clearAlert = () => clear(document.getElementById("alert"));
 
+// The figures of a queue whose other regions cannot all be reached come from those that answered
+// (`skipped_regions`, docs/api.md): say so next to them rather than failing the page.
+export function skippedRegions(el, regions) {
+  const names = [...new Set(regions)].sort();
+  el.textContent = names.length
+    ? `Region ${names.join(", ")} cannot be reached: these figures count the regions that answered.`
+    : "";
+}
+
 // Shows an error next to the form that caused it (bad input: the API's own text), and announces it.
 export function formError(el, err) {
   if (err instanceof ApiError && ([0, 401, 403, 429].includes(err.status) || err.status >= 500)) {
