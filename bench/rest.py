@@ -21,6 +21,7 @@ from typing import Any
 from bench import prices
 from bench.measure import AwsTimer, setup_aws_env
 from sluice import constants as c
+from sluice.engine.tierpolicy import MAX_HOT_DAYS
 
 RUNS = 5
 
@@ -246,6 +247,12 @@ def cost_at_rest(
             "quantity": "S3 Standard",
             "month": prices.S3_STANDARD_GB_MONTH,
             "source": "S3 Standard, $0.023/GB-month",
+        },
+        {
+            "item": "per GB stored: payload-tier objects (sends the tier moved to S3)",
+            "quantity": f"S3 Standard, each kept its retention + 1 day (bottomless: {MAX_HOT_DAYS + 1} days)",
+            "month": prices.S3_STANDARD_GB_MONTH,
+            "source": "S3 Standard, $0.023/GB-month (sluice/engine/tierpolicy.py)",
         },
     ]
     return rows + per_queue_rows

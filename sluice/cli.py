@@ -67,7 +67,7 @@ def cmd_lease_key_rotate(args: argparse.Namespace) -> None:
     one keeps verifying for one visibility period. Uses the caller's AWS credentials."""
     from sluice.adapters.secrets import Secret
     from sluice.engine.auth import rotate_lease_key
-    from sluice.engine.backend import now_ms
+    from sluice.engine.clock import wall_ms as now_ms
 
     secret_id = args.secret_id or os.environ.get(c.ENV_LEASE_KEY_SECRET)
     if not secret_id:

@@ -100,6 +100,11 @@ TTL_ATTRIBUTE: Final = "exp"
 # Segment bucket: bodies too large for a DynamoDB item (`sluice.engine.keys.overflow_key`); the stack
 # expires them and grants writes on this prefix only. Segment keys: `sluice.segmentformat.segment_key`.
 OVERFLOW_PREFIX: Final = "overflow/"
+# Segment bucket: payload-tier objects, the bodies of one send each (`sluice.engine.payloads`). Each is
+# tagged with the days it must live; the stack expires `PAYLOAD_PREFIX` objects by that tag.
+PAYLOAD_PREFIX: Final = "payload/"
+PAYLOAD_DAYS_TAG: Final = "sluice-days"
+PAYLOAD_MAX_DAYS: Final = 15  # the hot tier's 14 days, plus the day S3 rounds expiration up to
 
 # Logical ids in the synthesized template; the local runtime finds resources by these.
 LOGICAL_CONTROL_TABLE: Final = "ControlTable"

@@ -7,7 +7,8 @@ from functools import cached_property
 
 from sluice.engine.accesskeys import AccessKeys
 from sluice.engine.auth import TokenStore
-from sluice.engine.backend import Backend, now_ms
+from sluice.engine.backend import Backend
+from sluice.engine.clock import SYSTEM, Clock
 from sluice.engine.consume import Consumer
 from sluice.engine.durable import DurableStreams
 from sluice.engine.groups import ConsumerGroups
@@ -51,7 +52,7 @@ class Sluice:
         cls,
         settings: Settings,
         read_mirror: MirrorReader | None = None,
-        clock: Callable[[], int] = now_ms,
+        clock: Clock | Callable[[], int] = SYSTEM,
         read_lease_keys: Callable[[bool], str] | None = None,
         invoker: Invoker | None = None,
     ) -> Sluice:

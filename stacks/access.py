@@ -2,19 +2,24 @@
 call audit of the test suite records them, and `make test` fails on a grant no call used:
 `sluice/local/iamcheck.py`), on Sluice's own resources only.
 
-| function    | control table | shard tables | SSM shard maps               | S3 segment bucket            |
-|-------------|---------------|--------------|------------------------------|------------------------------|
-| broker      | G P U D Q     | G P U D Q BG | get put delete               | get/put `overflow/*`         |
-| consumer    | G P U Q       | G P U Q BG   | get put | get `segments/*` `overflow/*`; put `overflow/*` |
-| shard       | G P D Q       | G P U Q BW   | -                            | get/put/delete `segments/*`  |
-| coordinator | G P U Q       | U BG         | get put; delete (own region) | -                            |
+| function    | control table | shard tables | SSM shard maps        | S3 segment bucket                 |
+|-------------|---------------|--------------|-----------------------|-----------------------------------|
+| broker      | G P U D Q     | G P U D Q BG | get put delete        | get/put ovf pay                   |
+| consumer    | G P U Q       | G P U Q BG   | get (own region)      | get seg ovf pay; put ovf pay      |
+| shard       | G P D Q       | G P U Q BW   | -                     | get/put/del seg; get/del/list pay |
+| coordinator | G P U Q       | U BG         | get put; delete (own) | -                                 |
 
-(G GetItem, P PutItem, U UpdateItem, D DeleteItem, Q Query, BG BatchGetItem, BW BatchWriteItem.)
+(G GetItem, P PutItem, U UpdateItem, D DeleteItem, Q Query, BG BatchGetItem, BW BatchWriteItem; seg
+`segments/*`, ovf `overflow/*`, pay `payload/*`, each put with its tag: s3:PutObjectTagging.)
 Lambda invoke: the broker the coordinator (the wake), the consumer its push targets, the coordinator the
-consumer's `live` alias and the shard function. Nobody scans, nobody lists the bucket, and only the shard
-function deletes objects, under `segments/` alone (never Glue's `exports/`). The consumer writes
-`overflow/*` when it moves a message over the DynamoDB item limit to a dead letter queue (and the shard map
-of a dead letter queue it creates again because it was deleted since it was configured), and invokes the
+consumer's `live` alias and the shard function. Nobody scans, and only the shard function deletes objects
+or lists the bucket: `segments/` (flush, compaction, retention) and `payload/` (the flush deletes the
+objects of sends that crashed before their items, listing that prefix alone), never Glue's `exports/`.
+The payload tier (sluice/engine/payloads.py) puts a send's bodies in one `payload/*` object, tagged with
+the days its lifecycle rule keeps it (s3:PutObjectTagging): the broker for sends and redrives, the
+consumer for dead-letter moves; whoever serves a read of the queue (the consumer's pulls and stream
+reads, the broker's peek, redrive and SQS receives, the shard's flush) reads it. The consumer writes
+`overflow/*` when it moves a message over the DynamoDB item limit to a dead letter queue, and invokes the
 functions of push consumers of type `lambda`: only those context `push_lambda_targets` names (default
 `sluice-<stage>-push-*`).
 
@@ -25,10 +30,10 @@ shards, except ordered queues (their keys hash over the home region's shards) an
 region has no open shard: so broker and consumer may use every region's shard tables and segment
 bucket (the consumer drains every region), while the coordinator and the shard function work on their
 own region's only. Whoever changes a queue writes its shard map in every region, so broker and
-coordinator may write the shard-map path in every region; so may the consumer, which creates a deleted
-dead letter queue again, and reads its own region's. The coordinator deletes SSM parameters in its own
-region only: it prunes the mirror of a queue deleted while the region could not be reached (it lists the
-shard-map path and deletes what no queue owns).
+coordinator may write the shard-map path in every region; the consumer reads its own region's (a deleted
+dead letter queue is created again by the coordinator's pass, never by the consumer). The coordinator
+deletes SSM parameters in its own region only: it prunes the mirror of a queue deleted while the region
+could not be reached (it lists the shard-map path and deletes what no queue owns).
 
 The broker invokes the coordinator (asynchronously, its own region's) when its shards throttle: the wake
 of sluice/engine/wake.py.
@@ -107,7 +112,7 @@ SHARD_MAP_REASON = (
 )
 OBJECTS_REASON = (
     "Object keys are created at runtime (queue, shard, sequence range); the grant is the prefixes this "
-    "function reads or writes (segments/, overflow/) of this stage's segment buckets, nothing else."
+    "function reads or writes (segments/, overflow/, payload/) of this stage's segment buckets, nothing else."
 )
 PUSH_TARGETS_REASON = (
     "Push consumers of type lambda invoke user functions chosen at runtime; the grant is the functions "
@@ -239,13 +244,16 @@ def grant_function_access(
             actions=["lambda:InvokeFunction"], resources=[functions[c.FN_COORDINATOR].function_arn]
         )
     )
-    # Large bodies: written by sends, read back by redrive (the pull path, run by the broker).
-    objects(broker, ("s3:PutObject", "s3:GetObject"), every_bucket, c.OVERFLOW_PREFIX)
+    # Large bodies: written by sends, read back by redrive (the pull path, run by the broker). Payload-tier
+    # objects: written by sends with their lifecycle tag, read back by redrive, peek and SQS receives.
+    objects(broker, ("s3:PutObject", "s3:GetObject"), every_bucket, c.OVERFLOW_PREFIX, c.PAYLOAD_PREFIX)
+    objects(broker, ("s3:PutObjectTagging",), every_bucket, c.PAYLOAD_PREFIX)
 
     consumer = functions[c.FN_CONSUMER]
-    ssm(consumer, SSM_READ + SSM_WRITE, every_region)  # a deleted dead letter queue is created again
-    objects(consumer, ("s3:GetObject",), every_bucket, SEGMENTS_PREFIX, c.OVERFLOW_PREFIX)
-    objects(consumer, ("s3:PutObject",), every_bucket, c.OVERFLOW_PREFIX)
+    ssm(consumer, SSM_READ, [own_region])
+    objects(consumer, ("s3:GetObject",), every_bucket, SEGMENTS_PREFIX, c.OVERFLOW_PREFIX, c.PAYLOAD_PREFIX)
+    objects(consumer, ("s3:PutObject",), every_bucket, c.OVERFLOW_PREFIX, c.PAYLOAD_PREFIX)
+    objects(consumer, ("s3:PutObjectTagging",), every_bucket, c.PAYLOAD_PREFIX)
     if push_lambda_targets:
         targets = push_target_arns(stack, push_lambda_targets)
         grants.grant(consumer, ("lambda:InvokeFunction",), *targets, why=PUSH_TARGETS_REASON)
@@ -254,6 +262,16 @@ def grant_function_access(
     # Flush writes segments, compaction reads and rewrites them, retention deletes them: `segments/` only
     # (never `exports/`, Glue's output, nor `overflow/`, which expires by lifecycle rule).
     objects(shard, ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), [bucket], SEGMENTS_PREFIX)
+    # The flush reads payload-tier objects into segments and deletes the orphans of sends that crashed
+    # between their object and their items, found by listing the shard's part of `payload/` (only there).
+    objects(shard, ("s3:GetObject", "s3:DeleteObject"), [bucket], c.PAYLOAD_PREFIX)
+    shard.add_to_role_policy(
+        iam.PolicyStatement(
+            actions=["s3:ListBucket"],
+            resources=[bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{c.PAYLOAD_PREFIX}*"]}},
+        )
+    )
 
     coordinator = functions[c.FN_COORDINATOR]
     ssm(coordinator, SSM_READ + SSM_WRITE, every_region)

@@ -1,8 +1,10 @@
 """DynamoDB condition, key-condition and update expressions over low-level items ({"S": ...} values).
 
 Covers the grammar the engine writes (comparisons, BETWEEN, AND/OR/NOT, attribute_exists,
-attribute_not_exists, begins_with; SET with if_not_exists and + / -, ADD, REMOVE). Parsed once per
-expression text and cached: the engine sends a handful of distinct expressions millions of times.
+attribute_not_exists, begins_with; SET with if_not_exists and + / -, ADD of numbers and string sets,
+DELETE from string sets, REMOVE). Every operand reads the item as it was before the update, and two
+actions on one path are refused as DynamoDB refuses them ("Two document paths overlap"). Parsed once
+per expression text and cached: the engine sends a handful of distinct expressions millions of times.
 Anything else raises `Unsupported` rather than being guessed.
 """
 
@@ -132,6 +134,8 @@ class _Parser:
                     actions.append(("add", path, self.operand()))
                 elif clause == "REMOVE":
                     actions.append(("remove", path))
+                elif clause == "DELETE":
+                    actions.append(("delete", path, self.operand()))
                 else:
                     raise Unsupported(f"update clause {clause}")
                 if self.peek() != ",":
@@ -152,6 +156,15 @@ def parse_condition(text: str) -> tuple:
 @lru_cache(maxsize=512)
 def parse_update(text: str) -> tuple:
     return tuple(_Parser(text).update())
+
+
+def _check_paths(actions: tuple, ctx: Context) -> None:
+    seen: set[str] = set()
+    for action in actions:
+        name = ctx.attr(action[1])
+        if name in seen:
+            raise ValidationError(f"Invalid UpdateExpression: Two document paths overlap: {name}")
+        seen.add(name)
 
 
 class Context:
@@ -245,6 +258,7 @@ def evaluate(tree: tuple, item: Item | None, ctx: Context) -> bool:
 
 def apply_update(actions: tuple, item: Item, ctx: Context) -> Item:
     """A new item: every action's operands read the item as it was before the update (DynamoDB)."""
+    _check_paths(actions, ctx)
     new = dict(item)
     for action in actions:
         name = ctx.attr(action[1])
@@ -256,10 +270,26 @@ def apply_update(actions: tuple, item: Item, ctx: Context) -> Item:
         elif action[0] == "add":
             delta = ctx.resolve(action[2], item)
             old = item.get(name)
+            if delta is not None and "SS" in delta:
+                if old is not None and "SS" not in old:
+                    raise ValidationError("An operand in the update expression has an incorrect data type")
+                new[name] = {"SS": sorted(set(old["SS"] if old else []) | set(delta["SS"]))}
+                continue
             if delta is None or "N" not in delta:
                 raise Unsupported("ADD of a non-number")
             base = Decimal(old["N"]) if old else Decimal(0)
             new[name] = {"N": _num(base + Decimal(delta["N"]))}
+        elif action[0] == "delete":
+            delta = ctx.resolve(action[2], item)
+            old = item.get(name)
+            if delta is None or "SS" not in delta:
+                raise Unsupported("DELETE of anything but a string set")
+            if old is not None:
+                left = set(old["SS"]) - set(delta["SS"])
+                if left:
+                    new[name] = {"SS": sorted(left)}
+                else:
+                    new.pop(name, None)  # an empty set is no attribute
         else:
             new.pop(name, None)
     return new

@@ -38,7 +38,8 @@ from bench.twin.world import (
     _S3Client,
     _Secret,
     percentile,
-    virtual_time,
+    twin_clock,
+    twin_store,
 )
 from sluice.engine.backend import Backend, RegionStore
 from sluice.service import Sluice
@@ -104,10 +105,11 @@ def _world(sim: Sim, own: _Region, home: _Region, regions: list[_Region]) -> Wor
         mirror=own.mirror,
         bucket=own.bucket,
         lease_secret=_Secret(),  # type: ignore[arg-type]
-        clock=sim.now_ms,
+        clock=twin_clock(sim),
         control_replica=own.control if own is not home else None,
         remote={r.name: r.store() for r in regions if r is not own},
     )
+    backend.store = twin_store(backend)
     return World(sim, own.dynamo, Sluice(backend, read_lease_keys=lambda _force: KEYRING), own.mirror.ssm)
 
 
@@ -160,8 +162,7 @@ def run(kind: str, seconds: float = SECONDS, rate: float = SENDS_PER_S, seed: in
         brokers = Brokers(world, messages, Timeline(), region=api)
         pools[producer] = (brokers, api)
         _arrivals(sim, brokers, rate, seconds, seed=seed + 100 + i)
-    with virtual_time(sim):
-        sim.run_until(seconds)
+    sim.run_until(seconds)
     rows = {}
     for producer, (brokers, api) in pools.items():
         broker = [x for _, x in brokers.timeline.latencies]

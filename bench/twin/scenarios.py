@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from bench.twin.world import COORDINATOR_FUNCTION, World, build, percentile, virtual_time
+from bench.twin.world import COORDINATOR_FUNCTION, World, build, percentile
 from sluice import constants as c
 from sluice import errors
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig
@@ -175,7 +175,7 @@ class CoordinatorFunction:
             else Coordinator(self.world.engine.backend, self.world.container().queues, config=self.config)
         )
         started = sim.now
-        reports = coordinator.run(self.config.loop_s, sleep=sim.sleep, monotonic=sim.monotonic)
+        reports = coordinator.run(self.config.loop_s)  # its clock is the twin's (virtual time)
         self.timeline.failed_passes += [started for r in reports if r.failed]
         self.timeline.runs.append((started, why, sum(r.acted for r in reports)))
         self.warm.append(coordinator)
@@ -227,13 +227,12 @@ def publish_load(
     coordinator = CoordinatorFunction(world, timeline, seconds, policy)
     world.invoker = coordinator
     brokers = Brokers(world, _messages(), timeline, spread=bool(fleet))
-    with virtual_time(world.sim):
-        if fleet:
-            brokers.warm(round(fleet * sample), warm_s)
-        _arrivals(world, brokers, lambda t: rate(t) * sample, seconds)
-        coordinator.schedule(first_rule_at)
-        _sample_shards(world, timeline, seconds)
-        world.sim.run_until(seconds)
+    if fleet:
+        brokers.warm(round(fleet * sample), warm_s)
+    _arrivals(world, brokers, lambda t: rate(t) * sample, seconds)
+    coordinator.schedule(first_rule_at)
+    _sample_shards(world, timeline, seconds)
+    world.sim.run_until(seconds)
     writes = world.dynamo.write_timeline
     ssm = world.ssm.stats
     n = int(seconds)
@@ -309,10 +308,9 @@ def pull_load(pullers: int, batch: int, shards: int, seconds: float, backlog: in
                 failures[type(exc).__name__] += 1
                 sim.sleep(rng.uniform(0.05, 0.2))
 
-    with virtual_time(world.sim):
-        for i in range(pullers):
-            world.sim.spawn(f"puller-{i}", puller)
-        world.sim.run_until(seconds)
+    for i in range(pullers):
+        world.sim.spawn(f"puller-{i}", puller)
+    world.sim.run_until(seconds)
     stats = world.dynamo.stats
     state_puts = sum(v for (op, kind), v in stats.attempts.items() if op == "PutItem" and kind == "G#")
     conflicts = sum(v for (op, kind), v in stats.conditional_failures.items() if kind == "G#")

@@ -13,7 +13,6 @@ import json
 import math
 import random
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from types import SimpleNamespace
@@ -28,17 +27,28 @@ from sluice import codec
 from sluice.adapters import aws
 from sluice.adapters.dynamo import Table
 from sluice.adapters.s3 import Bucket
-from sluice.engine import consume, keys, publish
+from sluice.engine import keys
 from sluice.engine.backend import Backend
+from sluice.engine.clock import Clock
 from sluice.engine.invoker import Invoker
+from sluice.engine.store.dynamo import DynamoShardStore
 from sluice.models import Queue
 from sluice.service import Sluice
 from sluice.settings import Settings
 
 SHARD_TABLES = 4
-# S3: "first-byte-out latencies ... of roughly 100-200 milliseconds" for small objects (AWS, S3 performance
-# design patterns).
-S3_LATENCY = Latency(median_s=0.1, sigma=0.3, rng=random.Random(3))
+# S3 request latency, from AWS's published guidance (first byte, reads and writes alike):
+# - S3 Standard: for requests under 512 KB "median latencies are often in the tens of milliseconds
+#   range" (Best Practices Design Patterns: Optimizing Amazon S3 Performance, "Timeouts and Retries for
+#   Latency-Sensitive Applications", https://docs.aws.amazon.com/whitepapers/latest/
+#   s3-optimizing-performance-best-practices/timeouts-and-retries-for-latency-sensitive-applications.html),
+#   which advises retrying a small GET or PUT after 2 s: median 30 ms, p99 ~100 ms here.
+# - S3 Express One Zone: "consistent single-digit millisecond first-byte read and write request
+#   latencies—up to 10x faster than S3 Standard" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/
+#   s3-express-performance.html): median 5 ms, p99 ~11 ms here.
+# Both add transfer at 100 MB/s (a Lambda function's network, about).
+S3_STANDARD = Latency(median_s=0.030, sigma=0.52, rng=random.Random(3))
+S3_EXPRESS = Latency(median_s=0.005, sigma=0.35, rng=random.Random(3))
 COORDINATOR_FUNCTION = "coordinator"
 FAIL_FAST_ATTEMPTS = aws.FAIL_FAST_CONFIG.retries["total_max_attempts"]
 KEYRING = json.dumps({"current_id": 1, "current": "twin-lease-key-" + "k" * 40})
@@ -60,33 +70,50 @@ class TwinTable(Table):
 
 
 class _S3Client:
-    def __init__(self, sim: Sim) -> None:
+    def __init__(self, sim: Sim, latency: Latency = S3_STANDARD) -> None:
         self.sim = sim
+        self.latency = latency
         self.objects: dict[str, bytes] = {}
+        self.calls: list[tuple[str, float]] = []  # (operation, seconds waited)
 
-    def put_object(self, Bucket: str, Key: str, Body: bytes) -> dict:
-        self.sim.sleep(S3_LATENCY.sample(len(Body) / 1024))
+    def _wait(self, op: str, nbytes: int = 0) -> None:
+        took = self.latency.sample(nbytes / 1024)
+        self.calls.append((op, took))
+        self.sim.sleep(took)
+
+    def put_object(self, Bucket: str, Key: str, Body: bytes, Tagging: str = "") -> dict:
+        self._wait("PutObject", len(Body))
         self.objects[Key] = bytes(Body)
         return {}
 
-    def get_object(self, Bucket: str, Key: str) -> dict:
-        self.sim.sleep(S3_LATENCY.sample())
-        if Key not in self.objects:
+    def get_object(self, Bucket: str, Key: str, Range: str = "") -> dict:
+        data = self.objects.get(Key)
+        if data is not None and Range:
+            lo, hi = Range.removeprefix("bytes=").split("-")
+            data = data[int(lo) : int(hi) + 1]
+        self._wait("GetObject", len(data or b""))
+        if data is None:
             raise ClientError({"Error": {"Code": "NoSuchKey", "Message": "NoSuchKey"}}, "GetObject")
-        data = self.objects[Key]
         return {"Body": SimpleNamespace(read=lambda: data)}
 
     def delete_object(self, Bucket: str, Key: str) -> dict:
-        self.sim.sleep(S3_LATENCY.sample())
+        self._wait("DeleteObject")
         self.objects.pop(Key, None)
+        return {}
+
+    def delete_objects(self, Bucket: str, Delete: dict) -> dict:
+        self._wait("DeleteObjects")
+        for obj in Delete["Objects"]:
+            self.objects.pop(obj["Key"], None)
         return {}
 
     def get_paginator(self, _name: str) -> Any:
         objects = self.objects
 
-        def paginate(Bucket: str, Prefix: str) -> list[dict]:
-            self.sim.sleep(S3_LATENCY.sample())
-            return [{"Contents": [{"Key": k} for k in sorted(objects) if k.startswith(Prefix)]}]
+        def paginate(Bucket: str, Prefix: str, StartAfter: str = "") -> list[dict]:
+            self._wait("ListObjectsV2")
+            keys = [k for k in sorted(objects) if k.startswith(Prefix) and k > StartAfter]
+            return [{"Contents": [{"Key": k} for k in keys]}]
 
         return SimpleNamespace(paginate=paginate)
 
@@ -132,9 +159,9 @@ class World:
         return Queue.model_validate_json(item.items[keys.QUEUE_SK][keys.DOC]["S"])
 
 
-def build(seed: int = 14, sample: float = 1.0) -> World:
+def build(seed: int = 14, sample: float = 1.0, s3_latency: Latency = S3_STANDARD) -> World:
     """`sample`: the share of the load a scenario simulates (DynamoDB partitions and SSM's read quota
-    are scaled alike)."""
+    are scaled alike); `s3_latency`: S3 Standard or Express One Zone."""
     sim = Sim()
     dynamo = TwinDynamo(sim, Latency(rng=random.Random(seed)), random.Random(seed + 1))
     dynamo.capacity_scale = sample
@@ -152,41 +179,38 @@ def build(seed: int = 14, sample: float = 1.0) -> World:
         control=TwinTable(settings.control_table, dynamo),
         shard_tables=[TwinTable(name, dynamo) for name in settings.shard_tables],
         mirror=mirror,
-        bucket=TwinBucket(settings.segment_bucket, _S3Client(sim)),
+        bucket=TwinBucket(settings.segment_bucket, _S3Client(sim, s3_latency)),
         lease_secret=_Secret(),  # type: ignore[arg-type]
-        clock=sim.now_ms,
+        clock=twin_clock(sim),
     )
+    backend.store = twin_store(backend)
     engine = Sluice(backend, read_lease_keys=lambda _force: KEYRING)
     return World(sim, dynamo, engine, ssm)
 
 
-@contextmanager
-def virtual_time(sim: Sim):
-    """The consumer's commit backoff sleeps in virtual time, charged to the actor. Batch encoding and
-    decoding are memoised: scenarios send the same batch over and over, and zlib on it was most of
-    the simulation's wall time; the bytes stored are the codec's own, so nothing the twin measures
-    changes (only Lambda CPU, which the twin does not model)."""
-    real = consume.time, publish.encode_batch, consume.decode_batch
-    consume.time = SimpleNamespace(sleep=sim.sleep, monotonic=sim.monotonic)  # type: ignore[assignment]
-    publish.encode_batch = _memo_encode
-    consume.decode_batch = _memo_decode
-    try:
-        yield
-    finally:
-        consume.time, publish.encode_batch, consume.decode_batch = real
+def twin_clock(sim: Sim) -> Clock:
+    """The engine's clock in virtual time: its waits (long-polls, commit backoff) are the actor's."""
+    return Clock(now_ms=sim.now_ms, monotonic=sim.monotonic, sleep=sim.sleep)
+
+
+def twin_store(backend: Backend) -> DynamoShardStore:
+    """The real shard store, with batch encoding and decoding memoised: scenarios send the same batch
+    over and over, and zlib on it was most of the simulation's wall time; the bytes stored are the
+    codec's own, so nothing the twin measures changes (only Lambda CPU, which the twin does not model)."""
+    return DynamoShardStore(backend, encode=_memo_encode, decode=_memo_decode)
 
 
 @lru_cache(maxsize=256)
 def _encode_key(key: tuple) -> bytes:
     return codec.encode_batch(
-        codec.StoredMessage(b, ct, pk, dict(attrs), vis, ov) for b, ct, pk, attrs, vis, ov in key
+        codec.StoredMessage(b, ct, pk, dict(attrs), vis, ov, n) for b, ct, pk, attrs, vis, ov, n in key
     )
 
 
 def _memo_encode(messages: Iterable[codec.StoredMessage]) -> bytes:
     key = tuple(
         (m.body, m.content_type, m.partition_key, tuple(sorted(m.attributes.items())), m.visible_at_ms,
-         m.overflow_key)
+         m.overflow_key, m.payload_len)
         for m in messages
     )  # fmt: skip
     return _encode_key(key)

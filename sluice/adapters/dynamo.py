@@ -51,6 +51,8 @@ def _ser(value: Any) -> dict[str, Any]:
         return {"M": {str(k): _ser(v) for k, v in value.items()}}
     if isinstance(value, list | tuple):
         return {"L": [_ser(v) for v in value]}
+    if isinstance(value, set | frozenset) and value and all(isinstance(v, str) for v in value):
+        return {"SS": sorted(value)}  # a string set (never empty: DynamoDB refuses empty sets)
     raise TypeError(f"cannot store {type(value).__name__} in DynamoDB")
 
 

@@ -18,9 +18,9 @@ import hashlib
 import hmac
 import secrets
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from sluice import errors
@@ -162,7 +162,7 @@ class TokenStore:
         if not token:
             raise errors.Unauthorized("missing token: send 'Authorization: Bearer <token>'")
         digest = _digest(token)
-        now = time.monotonic()
+        now = self.backend.clock.monotonic()
         with self._lock:
             cached = self._cache.get(digest)
         if cached and cached[0] > now:
@@ -174,7 +174,8 @@ class TokenStore:
         if principal is None:
             raise errors.Unauthorized("unknown or revoked token")
         if principal.expires_ms is not None and principal.expired(self.backend.clock()):
-            expired = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(principal.expires_ms / 1000))
+            at = datetime.fromtimestamp(principal.expires_ms / 1000, UTC)
+            expired = at.strftime("%Y-%m-%dT%H:%M:%SZ")
             raise errors.Unauthorized(f"token expired at {expired}: mint a new one")
         return principal
 

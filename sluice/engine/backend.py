@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from sluice.adapters.dynamo import Table
 from sluice.adapters.s3 import Bucket
 from sluice.adapters.secrets import Secret
 from sluice.adapters.ssm import SsmMirror
+from sluice.engine.clock import SYSTEM, Clock
 from sluice.models import Shard
 from sluice.settings import Settings
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
+if TYPE_CHECKING:
+    from sluice.engine.store import ShardStore
 
 
 @dataclass(frozen=True)
@@ -51,12 +52,22 @@ class Backend:
     mirror: SsmMirror
     bucket: Bucket
     lease_secret: Secret
-    clock: Callable[[], int] = field(default=now_ms)
+    clock: Clock = field(default=SYSTEM)  # a bare `() -> int` is wrapped (see sluice.engine.clock)
     control_replica: Table | None = None  # None: `control` (single region, or this is the home region)
     remote: dict[str, RegionStore] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.clock = Clock.of(self.clock)
+
+    @cached_property
+    def store(self) -> ShardStore:
+        """The one owner of the shard tables' items (HEAD, batch items, consumer-group states)."""
+        from sluice.engine.store.dynamo import DynamoShardStore
+
+        return DynamoShardStore(self)
+
     @classmethod
-    def from_settings(cls, settings: Settings, clock: Callable[[], int] = now_ms) -> Backend:
+    def from_settings(cls, settings: Settings, clock: Clock | Callable[[], int] = SYSTEM) -> Backend:
         endpoint = settings.aws_endpoint_url
         home, own = settings.home_region, settings.region
         away = settings.multi_region and home != own
@@ -67,7 +78,7 @@ class Backend:
             mirror=SsmMirror(settings.shard_map_prefix, endpoint, own),
             bucket=Bucket(settings.segment_bucket, endpoint, own),
             lease_secret=Secret(settings.lease_key_secret, endpoint, settings.lease_key_cache_ttl_seconds),
-            clock=clock,
+            clock=Clock.of(clock),
             control_replica=Table(settings.control_table, endpoint, own) if away else None,
             remote={r: RegionStore.from_settings(settings, r) for r in settings.regions if r != own},
         )

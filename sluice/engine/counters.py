@@ -1,26 +1,22 @@
 """Per-shard write counters that ride on the publish path's head update: no extra round trip.
 
 Every allocation adds its request, message and byte counts to the shard's HEAD item in the same
-UpdateItem (`ADD wreq, wmsgs, wbytes`). Conditional conflicts a broker saw on a shard are counted in
-process and carried on that shard's next successful allocation (`ADD cfl`). Throttled sends (one per
-request, whichever shards it tried) are carried on the next successful allocation on any shard of the
-same queue (`ADD thr`): a saturated shard rarely takes one, and the coordinator sums a queue's
-throttles anyway. A throttle count older than `STALE_MS` is dropped instead: the coordinator reads it
-as demand now, and a count from before a scale-out would make it grow again for nothing. The
-coordinator reads the HEAD items and turns deltas between its runs into rates.
+UpdateItem (`ADD wreq, wmsgs, wbytes`; the store writes `HeadCounts`). Conditional conflicts a broker
+saw on a shard are counted in process and carried on that shard's next successful allocation (`ADD
+cfl`). Throttled sends (one per request, whichever shards it tried) are carried on the next successful
+allocation on any shard of the same queue (`ADD thr`): a saturated shard rarely takes one, and the
+coordinator sums a queue's throttles anyway. A throttle count older than `STALE_MS` is dropped instead:
+the coordinator reads it as demand now, and a count from before a scale-out would make it grow again for
+nothing. The coordinator reads the HEAD items and turns deltas between its runs into rates.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
 
-from sluice.engine.keys import HEAD_COUNTERS
+from sluice.engine.store.items import HeadCounts
 
-# Attribute names on the HEAD item (the schema is sluice.engine.keys).
-REQUESTS, MESSAGES, BYTES, THROTTLES, CONFLICTS = HEAD_COUNTERS
-COUNTER_ATTRIBUTES = HEAD_COUNTERS
 STALE_MS = 2_000
 
 
@@ -49,35 +45,21 @@ class ShardCounters:
         with self._lock:
             self._conflicts[pk] = self._conflicts.get(pk, 0) + 1
 
-    def add_clause(
-        self, pk: str, count: int, nbytes: int, names: dict[str, str], values: dict[str, Any]
-    ) -> tuple[str, tuple[int, int]]:
-        """The ` ADD ...` clause for one allocation, and the carried counts it consumes.
-
-        The caller gives the carried counts back with `restore` when the update did not apply.
-        """
+    def take(self, pk: str, count: int, nbytes: int) -> HeadCounts:
+        """What one allocation adds to the HEAD's counters, the carried throttles and conflicts
+        included (given back with `restore` when the allocation did not apply)."""
         with self._lock:
             thr, since = self._throttles.pop(_queue_of(pk), (0, 0))
             cfl = self._conflicts.pop(pk, 0)
         if thr and self._clock() - since > STALE_MS:
             thr = 0
-        names.update({"#cr": REQUESTS, "#cm": MESSAGES, "#cb": BYTES})
-        values.update({":cr": 1, ":cm": count, ":cb": nbytes})
-        clause = " ADD #cr :cr, #cm :cm, #cb :cb"
-        if thr:
-            names["#ct"], values[":ct"] = THROTTLES, thr
-            clause += ", #ct :ct"
-        if cfl:
-            names["#cc"], values[":cc"] = CONFLICTS, cfl
-            clause += ", #cc :cc"
-        return clause, (thr, cfl)
+        return HeadCounts(requests=1, messages=count, bytes=nbytes, throttles=thr, conflicts=cfl)
 
-    def restore(self, pk: str, carried: tuple[int, int]) -> None:
-        thr, cfl = carried
+    def restore(self, pk: str, counts: HeadCounts) -> None:
         now = self._clock()
         with self._lock:
-            if thr:
+            if counts.throttles:
                 count, since = self._throttles.get(_queue_of(pk), (0, now))
-                self._throttles[_queue_of(pk)] = (count + thr, min(since, now))
-            if cfl:
-                self._conflicts[pk] = self._conflicts.get(pk, 0) + cfl
+                self._throttles[_queue_of(pk)] = (count + counts.throttles, min(since, now))
+            if counts.conflicts:
+                self._conflicts[pk] = self._conflicts.get(pk, 0) + counts.conflicts

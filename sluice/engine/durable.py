@@ -18,15 +18,14 @@ import base64
 import contextlib
 import hashlib
 import json
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from sluice import errors
-from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.publish import Publisher
 from sluice.engine.queues import QueueRegistry
+from sluice.engine.store import ShardAddress
 from sluice.engine.streams import MAX_LIMIT, MAX_TIMEOUT_MS, Position, StreamReader, parse_position
 from sluice.models import MAX_REQUEST_BYTES, OutgoingMessage, Queue
 from sluice.names import check_stream_name
@@ -146,8 +145,7 @@ class DurableStreams:
 
     def current_version(self, queue: Queue) -> int:
         shard = queue.shards[0]
-        head = self.backend.table_for(shard).get(keys.shard_pk(queue, shard.id), keys.HEAD_SK) or {}
-        return head.get(keys.HEAD_PRODUCER_VERSION, 0)
+        return self.backend.store.head(ShardAddress.of(queue, shard)).producer_version
 
     def read(
         self,
@@ -164,17 +162,18 @@ class DurableStreams:
         check_stream_name(stream)
         position = parse_position(offset)
         limit = min(limit, MAX_LIMIT)
-        deadline = time.monotonic() + min(timeout_ms, MAX_TIMEOUT_MS) / 1000
+        clock = self.backend.clock
+        deadline = clock.monotonic() + min(timeout_ms, MAX_TIMEOUT_MS) / 1000
         queue = self._get(stream)
         delay = 0.05
         while queue is None:  # not written yet: everything it will hold is "after the call"
-            if time.monotonic() >= deadline:
+            if clock.monotonic() >= deadline:
                 return []
-            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            clock.sleep(min(delay, max(0.0, deadline - clock.monotonic())))
             delay = min(delay * 2, 0.5)
             queue = self._get(stream)
             position = Position(seqs=position.seqs) if position.latest else position
-        remaining = max(0, int((deadline - time.monotonic()) * 1000))
+        remaining = max(0, int((deadline - clock.monotonic()) * 1000))
         page = self.reader.read(
             queue.name,
             position,

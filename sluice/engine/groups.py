@@ -14,11 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from sluice import errors
-from sluice.adapters.dynamo import Table, batch_get_across
-from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.groupstate import GroupState
 from sluice.engine.queues import QueueRegistry
+from sluice.engine.store import ShardAddress
 from sluice.models import DEFAULT_GROUP, MAX_TIMESTAMP_MS, Queue
 from sluice.names import check_group_name
 
@@ -102,30 +101,13 @@ class ConsumerGroups:
 
     def _start_at_heads(self, queue: Queue, name: str) -> None:
         """`latest`: the group's state on each shard starts at the shard's next sequence."""
-        shards = queue.readable_shards
-        for lo in range(0, len(shards), 100):  # BatchGetItem takes at most 100 keys
-            chunk = shards[lo : lo + 100]
-            requests: dict[Table, list[tuple[str, str]]] = {}
-            for shard in chunk:
-                requests.setdefault(self.backend.table_for(shard), []).append(
-                    (keys.shard_pk(queue, shard.id), keys.HEAD_SK)
-                )
-            heads = batch_get_across(requests)
-            for shard in chunk:
-                table = self.backend.table_for(shard)
-                pk = keys.shard_pk(queue, shard.id)
-                head = keys.Head.of(heads.get((table.name, pk, keys.HEAD_SK)))
-                start = max(head.next, head.floor)
-                state = GroupState(read=start, read_item=start)
-                table.put(
-                    {
-                        keys.PK: pk,
-                        keys.SK: keys.group_state_sk(name),
-                        keys.STATE_VERSION: 1,
-                        keys.STATE_BLOB: state.encode(),
-                    }
-                )
+        store = self.backend.store
+        ats = [ShardAddress.of(queue, shard) for shard in queue.readable_shards]
+        views, _ = store.read_states(ats, [])
+        for view in views:
+            start = max(view.head.next, view.head.floor)
+            store.put_state(view.address, name, GroupState(read=start, read_item=start, version=1))
 
     def _delete_states(self, queue: Queue, name: str) -> None:
         for shard in queue.shards:
-            self.backend.table_for(shard).delete(keys.shard_pk(queue, shard.id), keys.group_state_sk(name))
+            self.backend.store.delete_state(ShardAddress.of(queue, shard), name)

@@ -1,13 +1,10 @@
 """The storage schema, in one place: every item key and every attribute name the engine reads or writes,
-with typed views of the items read most (a shard's HEAD, a batch item). See docs/design.md for the
-table layout. Segment object keys belong to the segment format shared with the Glue jobs
+used by the stores that own them (the shard tables' items: `sluice.engine.store`). See docs/design.md
+for the table layout. Segment object keys belong to the segment format shared with the Glue jobs
 (`sluice.segmentformat.segment_key`); the segment index item's own fields are `sluice.segments.SegmentRef`.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Any
 
 from sluice import constants
 from sluice.models import Queue
@@ -99,6 +96,8 @@ ITEM_COUNT = "n"  # messages in the item
 ITEM_TS = "ts"  # timestamp (ms) shared by its messages
 ITEM_DATA = "d"  # the encoded batch (sluice.codec)
 ITEM_GAP = "gap"  # a tombstone for sequences allocated and never written (sluice.engine.gaps)
+ITEM_PAYLOAD = "p"  # payload tier: the S3 key of the object holding the bodies (`d` is then the index)
+ITEM_PAYLOAD_BASE = "pb"  # payload tier: where this item's first body starts in that object (absent: 0)
 
 # Group state item (`G#<group>`) attributes
 STATE_BLOB = "s"  # GroupState.encode()
@@ -113,62 +112,6 @@ OWNER_HOLDER = "holder"
 OWNER_EXPIRES_MS = "exp_ms"
 OWNER_TOKEN = "tok"
 OWNER_RELEASED = "rel"
-
-
-@dataclass(frozen=True)
-class Head:
-    """A shard's HEAD item, typed (an absent HEAD reads as a fresh shard)."""
-
-    next: int = 0
-    ts: int = 0
-    floor: int = 0
-    sealed: bool = False
-    flushed: int = 0
-    counters: tuple[int, ...] = (0,) * len(HEAD_COUNTERS)  # running totals, in HEAD_COUNTERS order
-    map_version: int = 0  # HEAD_MAP_VERSION (0: never stamped)
-    map_route: str = ""  # HEAD_MAP_ROUTE
-    exists: bool = False  # the item is there (a shard nobody has written to has none)
-
-    @classmethod
-    def of(cls, item: dict[str, Any] | None) -> Head:
-        exists = bool(item)
-        item = item or {}
-        return cls(
-            exists=exists,
-            map_version=int(item.get(HEAD_MAP_VERSION, 0)),
-            map_route=str(item.get(HEAD_MAP_ROUTE, "")),
-            counters=tuple(int(item.get(attr, 0)) for attr in HEAD_COUNTERS),
-            next=int(item.get(HEAD_NEXT, 0)),
-            ts=int(item.get(HEAD_TS, 0)),
-            floor=int(item.get(HEAD_FLOOR, 0)),
-            sealed=bool(item.get(HEAD_SEALED)),
-            flushed=int(item.get(HEAD_FLUSHED, 0)),
-        )
-
-
-@dataclass(frozen=True)
-class BatchItem:
-    """A batch item, typed: sequences [first, first + count) written at `ts`."""
-
-    first: int
-    count: int
-    ts: int
-    gap: bool
-    data: bytes | None
-
-    @classmethod
-    def of(cls, item: dict[str, Any]) -> BatchItem:
-        return cls(
-            first=seq_of(item[SK]),
-            count=int(item[ITEM_COUNT]),
-            ts=int(item[ITEM_TS]),
-            gap=bool(item.get(ITEM_GAP)),
-            data=item.get(ITEM_DATA),
-        )
-
-    @property
-    def end(self) -> int:
-        return self.first + self.count
 
 
 def queue_pk(name: str) -> str:
@@ -227,7 +170,11 @@ def fence_attribute(region: str | None) -> str:
 
 def shard_pk(queue: Queue, shard_id: int) -> str:
     """Scoped by incarnation: a queue deleted and made again never sees the old one's items."""
-    return f"{queue.name}#{queue.incarnation}#{shard_id}"
+    return shard_partition(queue.name, queue.incarnation, shard_id)
+
+
+def shard_partition(queue_name: str, incarnation: str, shard_id: int) -> str:
+    return f"{queue_name}#{incarnation}#{shard_id}"
 
 
 def segment_index_pk(queue_name: str, incarnation: str, shard_id: int) -> str:

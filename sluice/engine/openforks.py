@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sluice import errors
 from sluice.adapters.dynamo import ConditionFailed
@@ -104,7 +105,9 @@ class Lineage:
         self.backend = backend
         self.registry = registry
 
-    def _update(self, queue: Queue, expression: str, condition: str, values: dict) -> dict:
+    def _update(
+        self, queue: Queue, expression: str, condition: str, values: dict[str, Any]
+    ) -> dict[str, Any]:
         shard = queue.shards[0]
         # the face's head guard is bumped on delete, so a racing append re-reads and sees OS_GONE
         names = {"#r": keys.OS_REFS, "#g": keys.OS_GONE, "#v": keys.OS_GUARD}

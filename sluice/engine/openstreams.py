@@ -26,7 +26,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import random
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,8 +34,9 @@ from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.durable import canonical, parse_json
 from sluice.engine.openforks import ForkRequest, Lineage, fork_meta, fork_point
-from sluice.engine.publish import HeadChanged, HeadGuard, Publisher
+from sluice.engine.publish import HeadChanged, Publisher
 from sluice.engine.queues import QueueRegistry
+from sluice.engine.store import HeadGuard
 from sluice.engine.streams import Position, StreamReader
 from sluice.models import OpenStreamMeta, OutgoingMessage, Queue
 
@@ -402,7 +402,7 @@ class OpenStreams:
             try:
                 result = self.publisher.append(queue, messages, guard=guard)
             except HeadChanged:
-                time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+                self.backend.clock.sleep(random.uniform(0, 0.002 * (attempt + 1)))
                 continue
             assert result.tail_seq is not None
             return Appended("appended", base + result.tail_seq, bool(updates.get(keys.OS_CLOSED)), headers)
@@ -413,13 +413,14 @@ class OpenStreams:
     def read_from(self, info: StreamInfo, seq: int, *, max_bytes: int = MAX_READ_BYTES) -> ReadResult:
         """Data from `seq` up to the tail `info` saw. Positions allocated but not written yet (an append
         between its two writes) are waited for briefly, so a reader woken by a new tail gets its data."""
-        deadline = time.monotonic() + SETTLE_SECONDS
+        clock = self.backend.clock
+        deadline = clock.monotonic() + SETTLE_SECONDS
         layers = self._layers(info) if seq < info.tail else []
         while True:
             result = self._read_once(info, seq, max_bytes, layers)
-            if result.bodies or result.up_to_date or time.monotonic() >= deadline:
+            if result.bodies or result.up_to_date or clock.monotonic() >= deadline:
                 return result
-            time.sleep(0.02)
+            clock.sleep(0.02)
 
     def _layers(self, info: StreamInfo) -> list[_Layer]:
         """Where each range of `info`'s offsets is stored, oldest first: up a fork chain, each source
@@ -478,15 +479,16 @@ class OpenStreams:
 
     def wait(self, path: str, seq: int, timeout_ms: int) -> StreamInfo:
         """The stream once its tail passed `seq`, it closed, or `timeout_ms` passed (whichever first)."""
-        deadline = time.monotonic() + timeout_ms / 1000
+        clock = self.backend.clock
+        deadline = clock.monotonic() + timeout_ms / 1000
         delay = 0.02
         info = self.info(path)
-        checked = time.monotonic()
-        while info.tail <= seq and not info.closed and time.monotonic() < deadline:
-            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        checked = clock.monotonic()
+        while info.tail <= seq and not info.closed and clock.monotonic() < deadline:
+            clock.sleep(min(delay, max(0.0, deadline - clock.monotonic())))
             delay = min(delay * 1.5, 0.2)
-            if time.monotonic() - checked > 1.0:  # deleted meanwhile: NotFound ends the wait
-                info, checked = self.info(path), time.monotonic()
+            if clock.monotonic() - checked > 1.0:  # deleted meanwhile: NotFound ends the wait
+                info, checked = self.info(path), clock.monotonic()
             else:
                 info = self._info(info.queue, self._head(info.queue))
         return info

@@ -10,23 +10,22 @@ forgotten. So purge is O(shards), covers every group, including groups created l
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from sluice import errors, faults
-from sluice.codec import decode_batch
 from sluice.constants import LAMBDA_SYNC_PAYLOAD_BYTES
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.consume import Consumer
+from sluice.engine.deadletter import SOURCE_ATTRIBUTE
 from sluice.engine.groupstate import GroupState
 from sluice.engine.publish import Publisher, request_batches
 from sluice.engine.queues import QueueRegistry
 from sluice.engine.regions import by_region
-from sluice.engine.shardstate import ShardStateReader, backlog
+from sluice.engine.shardstate import ShardRead, ShardStateReader, backlog
+from sluice.engine.store import ShardAddress
 from sluice.models import DEFAULT_GROUP, MAX_BATCH_MESSAGES, OutgoingMessage, Queue, Shard
 
-SOURCE_ATTRIBUTE = "sluice-source-queue"  # set on dead-lettered messages, dropped again on redrive
 REDRIVE_TIME_BUDGET_SECONDS = 20.0  # one call stays inside API Gateway's 30 s; call again for the rest
 REDRIVE_LEASE_MS = 60_000
 
@@ -39,24 +38,15 @@ class Operations:
         self.registry = registry
         self.publisher = publisher
         self.consumer = consumer
-        self.shard_states = ShardStateReader(backend)
+        self.shard_states = ShardStateReader(backend.store)
 
     # --- purge --------------------------------------------------------------------------------------------
 
     def purge(self, queue_name: str) -> dict[str, Any]:
         queue = self.registry.get(queue_name)
         started = self.backend.clock()
-        purged = 0
         for shard in queue.readable_shards:
-            new = self.backend.table_for(shard).update(
-                keys.shard_pk(queue, shard.id),
-                keys.HEAD_SK,
-                "SET #f = if_not_exists(#n, :zero)",
-                names={"#f": keys.HEAD_FLOOR, "#n": keys.HEAD_NEXT},
-                values={":zero": 0},
-                returns="UPDATED_NEW",
-            )
-            purged += 1 if new else 0
+            self.backend.store.set_floor(ShardAddress.of(queue, shard))
         self.backend.control.put(
             {
                 keys.PK: keys.queue_pk(queue.name),
@@ -65,7 +55,7 @@ class Operations:
                 keys.INCARNATION: queue.incarnation,
             }
         )
-        return {"queue_name": queue.name, "shards_purged": purged, "started_ms": started}
+        return {"queue_name": queue.name, "shards_purged": len(queue.readable_shards), "started_ms": started}
 
     def last_purge_ms(self, queue_name: str) -> int | None:
         """When the last purge of this queue started (purges complete before they answer), or None."""
@@ -90,10 +80,11 @@ class Operations:
                 f"queue {from_queue!r} is not the dead_letter_queue of {queue_name!r}: redrive moves "
                 "messages back from a queue's own dead letter queue only"
             )
-        deadline = time.monotonic() + REDRIVE_TIME_BUDGET_SECONDS
+        clock = self.backend.clock
+        deadline = clock.monotonic() + REDRIVE_TIME_BUDGET_SECONDS
         moved = 0
         remaining = max_messages if max_messages is not None else float("inf")
-        while remaining > 0 and time.monotonic() < deadline:
+        while remaining > 0 and clock.monotonic() < deadline:
             batch = self.consumer.pull(
                 from_queue,
                 group=DEFAULT_GROUP,
@@ -173,7 +164,7 @@ class Operations:
         return fit_metrics(answer, top_group)
 
     def _shard_entry(
-        self, queue: Queue, read: Any, names: list[str], now: int
+        self, queue: Queue, read: ShardRead, names: list[str], now: int
     ) -> tuple[Shard, dict[str, Any]]:
         shard, head = read.shard, read.head
         shard_groups = {
@@ -189,7 +180,9 @@ class Operations:
             "consumer_groups": shard_groups,
         }
 
-    def _figures(self, queue: Queue, shard: Shard, state: GroupState, head_next: int, now: int) -> dict:
+    def _figures(
+        self, queue: Queue, shard: Shard, state: GroupState, head_next: int, now: int
+    ) -> dict[str, Any]:
         in_flight = sum(1 for p in state.pending.values() if p.leased and p.due_ms > now)
         delayed = sum(1 for p in state.pending.values() if not p.leased and p.due_ms > now)
         count = backlog(state, head_next)
@@ -206,20 +199,16 @@ class Operations:
 
     def _oldest(self, queue: Queue, shard: Shard, seq: int) -> tuple[int, float]:
         """(timestamp, mean body size) of the batch item holding `seq`, or the first one after it."""
-        table = self.backend.table_for(shard)
-        pk = keys.shard_pk(queue, shard.id)
-        before = list(
-            table.query(pk, sk_from=keys.MSG_SK_PREFIX, sk_to=keys.msg_sk(seq), forward=False, limit=1)
+        store, at = self.backend.store, ShardAddress.of(queue, shard)
+        before = store.item_before(at, seq)
+        candidates = (
+            [before] if before is not None and before.end > seq else list(store.scan(at, seq, limit=2))
         )
-        candidates = [i for i in before if keys.BatchItem.of(i).end > seq]
-        if not candidates:
-            candidates = list(table.query(pk, sk_from=keys.msg_sk(seq), sk_to=keys.MSG_SK_END, limit=2))
         for item in candidates:
-            batch = keys.BatchItem.of(item)
-            if batch.gap or batch.data is None:
+            if item.gap or item.payload is None:
                 continue
-            bodies = [len(m.body) for m in decode_batch(batch.data)]
-            return batch.ts, (sum(bodies) / len(bodies) if bodies else 0.0)
+            bodies = store.body_sizes(at, item)  # without fetching a payload-tier object
+            return item.ts, (sum(bodies) / len(bodies) if bodies else 0.0)
         return 0, 0.0
 
 

@@ -14,14 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sluice import errors
-from sluice.adapters.dynamo import batch_get_across
-from sluice.codec import decode_batch
-from sluice.engine import keys
 from sluice.engine.consume import Consumer
 from sluice.engine.groupstate import GroupState
 from sluice.engine.operations import Operations
-from sluice.engine.publish import message_id
-from sluice.engine.streams import expired
+from sluice.engine.publish import message_id_at
+from sluice.engine.store import ShardAddress
 from sluice.leases import Lease
 from sluice.models import DEFAULT_GROUP, Queue, Shard
 
@@ -60,38 +57,31 @@ class Peeker:
     ) -> list[Peeked]:
         """Pending messages (below the read level, in sequence order), then unread ones: the pending
         ones' items by key, the unread ones' from the read level on, at most `want` items."""
-        shard_id = shard.id
-        table, pk, now = self.backend.table_for(shard), keys.shard_pk(queue, shard_id), self.backend.clock()
-        bucket = self.backend.bucket_for(shard)
+        store, at, now = self.backend.store, ShardAddress.of(queue, shard), self.backend.clock()
         pending = sorted(state.pending)[:want]
-        starts = sorted({state.pending[seq].item for seq in pending})
-        items = (
-            list(batch_get_across({table: [(pk, keys.msg_sk(s)) for s in starts]}).values()) if starts else []
-        )
+        items = list(store.items(at, {state.pending[seq].item for seq in pending}).values())
         if len(pending) < want and state.read < head_next:
-            items += table.query(pk, sk_from=keys.msg_sk(state.read_item), sk_to=keys.MSG_SK_END, limit=want)
+            items += store.scan(at, state.read_item, limit=want)
         out: list[Peeked] = []
-        for item in sorted({i[keys.SK]: i for i in items}.values(), key=lambda i: i[keys.SK]):
-            if item.get(keys.ITEM_GAP) or expired(item, now):
+        for item in sorted({i.first: i for i in items}.values(), key=lambda i: i.first):
+            if item.gap or item.expired(now):
                 continue
-            first = keys.seq_of(item[keys.SK])
-            for offset, msg in enumerate(decode_batch(item[keys.ITEM_DATA])):
-                seq = first + offset
+            for offset, msg in enumerate(store.messages(at, item)):
+                seq = item.first + offset
                 entry = state.pending.get(seq)
                 if len(out) >= want or seq >= head_next:
                     return out
                 if (entry is None and seq < state.read) or (entry is not None and seq not in pending):
                     continue  # acked, or pending beyond this batch
                 attempts = entry.attempts if entry else 0
-                body = bucket.get(msg.overflow_key) or b"" if msg.overflow_key else msg.body
-                lease = Lease(shard=shard_id, seq=seq, attempt=attempts, group=group)
+                lease = Lease(shard=shard.id, seq=seq, attempt=attempts, group=group)
                 out.append(
                     Peeked(
-                        id=message_id(queue, shard_id, seq),
+                        id=message_id_at(at, seq),
                         ref=self.consumer.signer.sign(queue.lease_key, lease),
-                        body=body,
+                        body=store.body(at, msg),
                         content_type=msg.content_type,
-                        timestamp_ms=item[keys.ITEM_TS],
+                        timestamp_ms=item.ts,
                         attempts=attempts,
                         attributes=msg.attributes,
                     )

@@ -13,17 +13,14 @@ import hashlib
 import random
 import threading
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass, field
-from functools import partial
-from typing import Any
 
 from sluice import errors, faults, offsets
-from sluice.adapters.dynamo import ConditionFailed, Table
-from sluice.codec import StoredMessage, encode_batch, encoded_size
-from sluice.engine import keys, regions
+from sluice.codec import StoredMessage, encoded_size
+from sluice.engine import keys, payloads, regions, tierpolicy
 from sluice.engine.backend import Backend
 from sluice.engine.counters import ShardCounters
 from sluice.engine.queues import QueueDirectory
+from sluice.engine.store import Allocation, AllocationRefused, Head, HeadGuard, ShardAddress, SlotTaken
 from sluice.engine.wake import Waker
 from sluice.models import MAX_BATCH_MESSAGES, MAX_REQUEST_BYTES, OutgoingMessage, PublishResult, Queue, Shard
 
@@ -36,7 +33,15 @@ COOL_MS = 200  # a shard that refused a send is not tried again by this process 
 
 def message_id(queue: Queue, shard_id: int, seq: int) -> str:
     """Derived, not stored: unique per queue incarnation, and it names where the message lives."""
-    return f"{queue.incarnation}{shard_id:04x}{seq:012x}"
+    return _message_id(queue.incarnation, shard_id, seq)
+
+
+def message_id_at(at: ShardAddress, seq: int) -> str:
+    return _message_id(at.incarnation, at.id, seq)
+
+
+def _message_id(incarnation: str, shard_id: int, seq: int) -> str:
+    return f"{incarnation}{shard_id:04x}{seq:012x}"
 
 
 def shard_for_key(shards: Sequence[Shard], partition_key: str) -> Shard:
@@ -44,26 +49,6 @@ def shard_for_key(shards: Sequence[Shard], partition_key: str) -> Shard:
     ordered = sorted(shards, key=lambda s: s.id)
     digest = hashlib.blake2b(partition_key.encode(), digest_size=8).digest()
     return ordered[int.from_bytes(digest, "big") % len(ordered)]
-
-
-@dataclass
-class Allocation:
-    first_seq: int
-    timestamp_ms: int
-    # the HEAD item after the allocation: its map stamp (sluice/engine/maproute.py)
-    head: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class HeadGuard:
-    """Extra state changed on the shard head atomically with an allocation (open-protocol streams:
-    closure, producer epochs and sequences). The allocation holds only while the head's `field`
-    still has the value `expected` the caller decided on (optimistic concurrency); `updates` are SET
-    in the same write."""
-
-    field: str
-    expected: int | None  # None: the attribute must not exist yet
-    updates: dict[str, Any]
 
 
 class HeadChanged(errors.Conflict):
@@ -86,10 +71,12 @@ class Publisher:
         messages: Sequence[OutgoingMessage],
         *,
         version: int | None = None,
+        max_bytes: int = MAX_REQUEST_BYTES,
     ) -> PublishResult:
-        """Store `messages` durably, in order, and return their ids and offsets."""
+        """Store `messages` durably, in order, and return their ids and offsets. `max_bytes`: what the
+        calling face lets one request carry (the native send, MAX_SEND_BYTES)."""
         queue = self.directory.get(queue_name)
-        self.check_batch(queue, messages)
+        self.check_batch(queue, messages, max_bytes)
         result = PublishResult(message_ids=[], offsets=[], shard=-1)
         for group in self._split_by_shard(queue, messages):
             part = self._publish_to_one_shard(queue, group, version)
@@ -123,7 +110,9 @@ class Publisher:
         return self._publish_to_one_shard(queue, messages, version, guard, keyed=True)
 
     @staticmethod
-    def check_batch(queue: Queue, messages: Sequence[OutgoingMessage]) -> None:
+    def check_batch(
+        queue: Queue, messages: Sequence[OutgoingMessage], max_bytes: int = MAX_REQUEST_BYTES
+    ) -> None:
         if not messages:
             raise errors.InvalidRequest("send at least one message")
         if len(messages) > MAX_BATCH_MESSAGES:
@@ -140,9 +129,9 @@ class Publisher:
                     f"message {index} is {size} bytes (body, partition key and attributes); "
                     f"queue {queue.name!r} accepts at most {limit}"
                 )
-        if total > MAX_REQUEST_BYTES:
+        if total > max_bytes:
             raise errors.RequestTooLarge(
-                f"the messages add up to {total} bytes; one request carries at most {MAX_REQUEST_BYTES}"
+                f"the messages add up to {total} bytes; one request carries at most {max_bytes}"
             )
 
     def _split_by_shard(
@@ -217,7 +206,8 @@ class Publisher:
                 alloc = self._allocate(queue, shard, len(messages), version, nbytes, guard=guard)
             except _ShardSealed as sealed:
                 # The HEAD's stamp names the map that sealed it: adopt it, or read the document.
-                newer = self.directory.observe(queue, shard, sealed.head)
+                head = sealed.head
+                newer = self.directory.observe_stamp(queue, shard, head.map_version, head.map_route)
                 if _is_open(newer, shard.id):
                     newer = self.directory.refresh(queue.name, queue.version)
                 queue = newer
@@ -230,7 +220,8 @@ class Publisher:
                     raise
                 avoid.add(shard.id)
                 continue
-            self.directory.observe(queue, shard, alloc.head)  # for the next send: this one is placed
+            # for the next send (this one is placed): the HEAD's map stamp, as the allocation left it
+            self.directory.observe_stamp(queue, shard, alloc.map_version, alloc.map_route)
             faults.crash_point(faults.PUBLISH_AFTER_ALLOCATE)
             self._write(queue, shard, alloc, messages)
             seqs = range(alloc.first_seq, alloc.first_seq + len(messages))
@@ -255,27 +246,6 @@ class Publisher:
         now = self.backend.clock()
         with self._peek_lock:
             return {s.id for s in shards if self._cool_until.get(keys.shard_pk(queue, s.id), 0) > now}
-
-    @staticmethod
-    def _update_head(
-        table: Table,
-        pk: str,
-        expression: str,
-        condition: str,
-        names: dict[str, str],
-        values: dict[str, Any],
-        *,
-        fail_fast: bool,
-    ) -> dict[str, Any] | None:
-        """The allocation's UpdateItem, returning the whole HEAD (its map stamp too). With `fail_fast`
-        a throttle is not retried by the SDK; an outage (5xx) still is, as for every other call."""
-        call = partial(table.update, pk, keys.HEAD_SK, expression, condition=condition, names=names)
-        try:
-            return call(values=values, returns="ALL_NEW", fail_fast=fail_fast)
-        except errors.DependencyUnavailable:
-            if not fail_fast:
-                raise
-            return call(values=values, returns="ALL_NEW")
 
     def _peek(self, queue: Queue, shard: Shard) -> Queue | None:
         """The newer map the region's stamp names, when there is one. Not from a HEAD (a throttled
@@ -303,71 +273,49 @@ class Publisher:
         *,
         guard: HeadGuard | None = None,
     ) -> Allocation:
-        table = self.backend.table_for(shard)
-        pk = keys.shard_pk(queue, shard.id)
+        at = ShardAddress.of(queue, shard)
+        store = self.backend.store
         now = self.backend.clock()
         for _ in range(_MAX_ALLOCATE_ATTEMPTS):
-            expression = "SET #n = if_not_exists(#n, :zero) + :count, #ts = :now"
-            condition = "attribute_not_exists(#sealed) AND (attribute_not_exists(#ts) OR #ts <= :now)"
-            names = {"#n": keys.HEAD_NEXT, "#ts": keys.HEAD_TS, "#sealed": keys.HEAD_SEALED}
-            values: dict[str, Any] = {":zero": 0, ":count": count, ":now": now}
-            if version is not None:
-                expression += ", #pv = :pv"
-                condition += " AND (attribute_not_exists(#pv) OR #pv <= :pv)"
-                names["#pv"] = keys.HEAD_PRODUCER_VERSION
-                values[":pv"] = version
-            if guard is not None:
-                names["#gf"] = guard.field
-                if guard.expected is None:
-                    condition += " AND attribute_not_exists(#gf)"
-                else:
-                    condition += " AND #gf = :gexp"
-                    values[":gexp"] = guard.expected
-                for index, (attr, value) in enumerate(guard.updates.items()):
-                    names[f"#g{index}"], values[f":g{index}"] = attr, value
-                    expression += f", #g{index} = :g{index}"
-            counted, carried = self.counters.add_clause(pk, count, nbytes, names, values)
+            counts = self.counters.take(at.pk, count, nbytes)
             try:
-                new = self._update_head(
-                    table,
-                    pk,
-                    expression + counted,
-                    condition,
-                    names,
-                    values,
+                return store.allocate(
+                    at,
+                    count,
+                    now,
+                    counts,
+                    producer_version=version,
+                    guard=guard,
                     # A throttled HEAD: no SDK retry, another shard (an unordered send has others), and
                     # the throttle is counted and wakes the coordinator at once, not after seconds of
                     # backoff on a partition that stays hot until the coordinator acts.
                     fail_fast=guard is None and not queue.settings.ordered,
                 )
             except errors.Throttled:
-                self.counters.restore(pk, carried)
+                self.counters.restore(at.pk, counts)
                 raise
-            except ConditionFailed as exc:
-                self.counters.restore(pk, carried)
-                head = exc.item or {}
-                if head.get(keys.HEAD_SEALED):
+            except AllocationRefused as exc:
+                self.counters.restore(at.pk, counts)
+                head = exc.head
+                if head.sealed:
                     raise _ShardSealed(head) from exc
-                if guard is not None and head.get(guard.field) != guard.expected:
+                if guard is not None and exc.guard_value != guard.expected:
                     raise HeadChanged("the stream changed concurrently; decide again") from exc
-                if version is not None and head.get(keys.HEAD_PRODUCER_VERSION, 0) > version:
+                if version is not None and head.producer_version > version:
                     raise errors.ProducerFenced(
                         "Producer version too old",
-                        current_version=head[keys.HEAD_PRODUCER_VERSION],
+                        current_version=head.producer_version,
                         provided_version=version,
                     ) from exc
-                now = max(now, head.get(keys.HEAD_TS, now))  # another broker's clock ran ahead: follow it
-                self.counters.note_conflict(pk)
+                now = max(now, head.ts)  # another broker's clock ran ahead: follow it
+                self.counters.note_conflict(at.pk)
                 continue
-            assert new is not None
-            return Allocation(first_seq=new[keys.HEAD_NEXT] - count, timestamp_ms=now, head=new)
         raise errors.DependencyUnavailable("the shard head is contended; retry shortly")
 
     def _write(
         self, queue: Queue, shard: Shard, alloc: Allocation, messages: Sequence[OutgoingMessage]
     ) -> None:
-        table = self.backend.table_for(shard)
-        pk = keys.shard_pk(queue, shard.id)
+        at = ShardAddress.of(queue, shard)
         default_delay = queue.settings.delivery_delay_seconds
         stored: list[StoredMessage] = []
         for offset_in_batch, msg in enumerate(messages):
@@ -375,7 +323,7 @@ class Publisher:
             delay = default_delay if msg.delay_seconds is None else msg.delay_seconds
             body, overflow_key = msg.body, None
             if len(body) > OVERFLOW_BYTES:
-                overflow_key = keys.overflow_key(pk, seq)
+                overflow_key = keys.overflow_key(at.pk, seq)
                 self.backend.bucket_for(shard).put(overflow_key, body)
                 body = b""
             stored.append(
@@ -391,22 +339,27 @@ class Publisher:
         expires = None
         if not queue.settings.bottomless:
             expires = (alloc.timestamp_ms // 1000) + queue.settings.retention_seconds
+        settings = queue.settings
+        hot_seconds = min(settings.retention_seconds, tierpolicy.MAX_HOT_DAYS * tierpolicy.DAY_SECONDS)
+        tier = None
+        if payloads.plan(settings.payload_tier, stored, hot_seconds, settings.bottomless) == "s3":
+            days = tierpolicy.object_days(hot_seconds, settings.bottomless)
+            tier = payloads.TierObject.of(at.pk, alloc.first_seq, stored, days)
+            self.backend.bucket_for(shard).put(tier.key, tier.data, tags=tier.tags)
+            faults.crash_point(faults.TIER_AFTER_PUT)
+            stored = tier.index
         for first, chunk in _pack(alloc.first_seq, stored):
-            item: dict[str, Any] = {
-                keys.PK: pk,
-                keys.SK: keys.msg_sk(first),
-                keys.ITEM_COUNT: len(chunk),
-                keys.ITEM_TS: alloc.timestamp_ms,
-                keys.ITEM_DATA: encode_batch(chunk),
-            }
-            if expires is not None:
-                item[keys.TTL] = expires
+            key = None if tier is None else tier.key
+            base = 0 if tier is None else tier.base_of(first - alloc.first_seq)
             try:
-                table.put(item, condition=keys.NEW_ITEM)
-            except ConditionFailed as exc:
+                self.backend.store.write_batch(
+                    at, first, alloc.timestamp_ms, chunk, expires, object_key=key, object_base=base
+                )
+            except SlotTaken as exc:
                 raise errors.WriteRaced(
                     "the send stalled so long that its slot was sealed as a gap; nothing was stored, retry"
                 ) from exc
+        faults.crash_point(faults.PUBLISH_AFTER_WRITE)
 
 
 def _pack(first_seq: int, stored: Sequence[StoredMessage]) -> list[tuple[int, list[StoredMessage]]]:
@@ -432,7 +385,7 @@ def _pack(first_seq: int, stored: Sequence[StoredMessage]) -> list[tuple[int, li
 class _ShardSealed(Exception):
     """The head refused the allocation because the coordinator sealed the shard."""
 
-    def __init__(self, head: dict[str, Any]) -> None:
+    def __init__(self, head: Head) -> None:
         super().__init__("sealed")
         self.head = head  # as it was: its map stamp names the map that sealed it
 

@@ -11,7 +11,6 @@ import builtins
 import logging
 import secrets
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +21,7 @@ from sluice.adapters.dynamo import ConditionFailed
 from sluice.adapters.ssm import SsmMirror
 from sluice.engine import keys, mapdoc, maproute
 from sluice.engine.backend import Backend
+from sluice.engine.store import Head, ShardAddress
 from sluice.models import QUEUE_ID_RE, Queue, QueueSettings, Shard
 from sluice.names import QUEUE, check_queue_name
 
@@ -177,7 +177,7 @@ class QueueRegistry:
         self,
         queue: Queue,
         regions: Sequence[str | None] | None = None,
-        known: Mapping[int, keys.Head] | None = None,
+        known: Mapping[int, Head] | None = None,
     ) -> int:
         """Stamp the open and sealed HEAD items of `regions` (default: this process's) with `queue`'s
         version and each region's route (sluice/engine/maproute.py): every container that allocates on
@@ -198,17 +198,10 @@ class QueueRegistry:
                     if head is None or (head.map_version >= queue.version and head.map_route == stamp):
                         continue
                 try:
-                    self.backend.table_for(shard).update(
-                        keys.shard_pk(queue, shard.id),
-                        keys.HEAD_SK,
-                        "SET #mv = :v, #mo = :r",
-                        condition="attribute_not_exists(#mv) OR #mv < :v",
-                        names={"#mv": keys.HEAD_MAP_VERSION, "#mo": keys.HEAD_MAP_ROUTE},
-                        values={":v": queue.version, ":r": stamp},
-                        fail_fast=True,  # a hot HEAD: the next pass stamps it, meanwhile the route item
-                    )
-                except (ConditionFailed, errors.Throttled):
-                    continue
+                    if not self.backend.store.stamp_map(ShardAddress.of(queue, shard), queue.version, stamp):
+                        continue  # it names this version or a newer one already
+                except errors.Throttled:
+                    continue  # a hot HEAD: the next pass stamps it, meanwhile the route item tells
                 except Exception as exc:  # committed already: the coordinator of `region` stamps the rest
                     log.warning("queue %s: HEAD items in %s were not stamped: %s", queue.name, region, exc)
                     break
@@ -253,13 +246,7 @@ class QueueRegistry:
         sealed = 0
         for shard in queue.shards_in(region, home):
             try:
-                self.backend.table_for(shard).update(
-                    keys.shard_pk(queue, shard.id),
-                    keys.HEAD_SK,
-                    "SET #s = :t, #sm = if_not_exists(#sm, :now)",
-                    names={"#s": keys.HEAD_SEALED, "#sm": keys.HEAD_SEALED_MS},
-                    values={":t": True, ":now": self.backend.clock()},
-                )
+                self.backend.store.seal(ShardAddress.of(queue, shard), self.backend.clock())
             except Exception as exc:  # as for mirrors: the delete is committed, the rest is repair
                 log.warning("queue %s: shards in %s were not sealed: %s", queue.name, region, exc)
                 break
@@ -298,7 +285,7 @@ class QueueRegistry:
             return ref
         item = self.backend.control.get(keys.queue_id_pk(ref), keys.QUEUE_ID_SK)
         if item is not None:
-            return item[keys.QUEUE_NAME]
+            return str(item[keys.QUEUE_NAME])
         return self._find_unindexed(ref) or ref
 
     def _find_unindexed(self, queue_id: str) -> str | None:
@@ -348,7 +335,7 @@ class QueueRegistry:
             try:
                 self.backend.control.put(self._item(updated), condition=condition, names=names, values=values)
             except ConditionFailed:
-                time.sleep(0.01 * (attempt + 1))
+                self.backend.clock.sleep(0.01 * (attempt + 1))
                 continue
             if fence is not None:
                 faults.crash_point(faults.COORDINATOR_AFTER_MAP_WRITE)
@@ -467,7 +454,7 @@ class QueueDirectory:
         )
 
     def observe_stamp(self, queue: Queue, shard: Shard, version: int, stamp: str) -> Queue:
-        """As `observe`, from a HEAD's map version and route (`keys.Head.map_version`, `map_route`)."""
+        """As `observe`, from a HEAD's map version and route (`Head.map_version`, `map_route`)."""
         current = self._queues.get(queue.name, queue)
         if version <= current.version:
             return current

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from sluice import errors
 from sluice.engine.backend import Backend
+from sluice.engine.clock import SYSTEM
 from sluice.models import Queue, Shard
 
 logger = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ _warned: set[tuple[str, str | None, str]] = set()  # fallbacks logged once per p
 class RegionBreaker:
     """Per-region cool-downs, shared by the threads of one process."""
 
-    def __init__(self, cooldown_s: float = COOLDOWN_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, cooldown_s: float = COOLDOWN_S, clock: Callable[[], float] = SYSTEM.monotonic) -> None:
         self.cooldown_s = cooldown_s
         self._clock = clock
         self._lock = threading.Lock()

@@ -9,15 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from sluice.adapters.dynamo import Table, batch_get_across, batch_get_available
-from sluice.engine import keys
-from sluice.engine.backend import Backend
 from sluice.engine.groupstate import GroupState
+from sluice.engine.store import Head, ShardAddress, ShardStore, ShardView
 from sluice.models import Queue, Shard
-
-MAX_BATCH_KEYS = 100  # BatchGetItem's limit
 
 
 def apply_floor(state: GroupState, floor: int) -> bool:
@@ -33,13 +28,6 @@ def apply_floor(state: GroupState, floor: int) -> bool:
     return changed or bool(gone)
 
 
-def state_from(item: dict[str, Any] | None) -> GroupState:
-    """A group state item decoded; absent: a group that never read this shard."""
-    if item is None:
-        return GroupState()
-    return GroupState.decode(item[keys.STATE_BLOB], item[keys.STATE_VERSION])
-
-
 def backlog(state: GroupState, head_next: int) -> int:
     """Messages of one shard the group has not acked: unread ones plus pending (in flight, delayed)."""
     return max(0, head_next - state.read) + len(state.pending)
@@ -49,12 +37,14 @@ def backlog(state: GroupState, head_next: int) -> int:
 class ShardRead:
     """One shard's HEAD and the states of the groups asked for, floor applied."""
 
-    shard: Shard
-    table: Table
-    pk: str
-    head: keys.Head
+    address: ShardAddress
+    head: Head
     states: dict[str, GroupState]
     floored: set[str] = field(default_factory=set)  # groups whose stored state predates the floor
+
+    @property
+    def shard(self) -> Shard:
+        return self.address.shard
 
     def backlog(self, group: str) -> int:
         return backlog(self.states[group], self.head.next)
@@ -65,70 +55,33 @@ class ShardRead:
 
 
 class ShardStateReader:
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
+    def __init__(self, store: ShardStore) -> None:
+        self.store = store
 
     def read(self, queue: Queue, shards: Sequence[Shard], groups: Sequence[str]) -> list[ShardRead]:
-        """HEADs and group states of `shards` by BatchGetItem (one call per 100 keys), consistent; keys
+        """HEADs and group states of `shards` (one BatchGetItem per 100 keys), consistent; keys
         throttled on every retry end in `Throttled`."""
-        reads, _ = self._read(queue, shards, groups, partial=False)
-        return reads
+        views, _ = self.store.read_states([ShardAddress.of(queue, s) for s in shards], groups)
+        return [_floored(v) for v in views]
 
     def read_available(
         self, queue: Queue, shards: Sequence[Shard], groups: Sequence[str]
     ) -> tuple[list[ShardRead], list[Shard]]:
         """`read`, for a reader that can act on part of the shards (the coordinator): the shards read,
         and those with a key still throttled after the retries (their partition is saturated)."""
-        return self._read(queue, shards, groups, partial=True)
-
-    def _read(
-        self, queue: Queue, shards: Sequence[Shard], groups: Sequence[str], *, partial: bool
-    ) -> tuple[list[ShardRead], list[Shard]]:
-        per_call = max(1, MAX_BATCH_KEYS // (1 + len(groups)))
-        reads: list[ShardRead] = []
-        unread: list[Shard] = []
-        for start in range(0, len(shards), per_call):
-            chunk = shards[start : start + per_call]
-            requests: dict[Table, list[tuple[str, str]]] = {}
-            for shard in chunk:
-                pk = keys.shard_pk(queue, shard.id)
-                requests.setdefault(self.backend.table_for(shard), []).extend(
-                    [(pk, keys.HEAD_SK), *((pk, keys.group_state_sk(g)) for g in groups)]
-                )
-            if partial:
-                items, missed = batch_get_available(requests)
-            else:
-                items, missed = batch_get_across(requests), set()
-            missed_pks = {(table_name, pk) for table_name, pk, _ in missed}
-            for shard in chunk:
-                table = self.backend.table_for(shard)
-                pk = keys.shard_pk(queue, shard.id)
-                if (table.name, pk) in missed_pks:
-                    unread.append(shard)
-                    continue
-                states = {g: state_from(items.get((table.name, pk, keys.group_state_sk(g)))) for g in groups}
-                head = keys.Head.of(items.get((table.name, pk, keys.HEAD_SK)))
-                reads.append(_floored(ShardRead(shard, table, pk, head, states)))
-        return reads, unread
+        ats = [ShardAddress.of(queue, s) for s in shards]
+        views, unread = self.store.read_states(ats, groups, partial=True)
+        return [_floored(v) for v in views], [at.shard for at in unread]
 
     def read_shard(self, queue: Queue, shard: Shard, groups: Iterable[str]) -> ShardRead:
-        """One shard's HEAD and every group's state by one Query (`G#…` sorts just before `HEAD`); groups
-        in `groups` without a state item read as fresh."""
-        table = self.backend.table_for(shard)
-        pk = keys.shard_pk(queue, shard.id)
-        items = table.query(pk, sk_from=keys.GROUP_STATE_SK_PREFIX, sk_to=keys.HEAD_SK, consistent=True)
-        head = keys.Head()
-        states: dict[str, GroupState] = {}
-        for item in items:
-            if item[keys.SK] == keys.HEAD_SK:
-                head = keys.Head.of(item)
-            elif item[keys.SK].startswith(keys.GROUP_STATE_SK_PREFIX):
-                states[item[keys.SK][len(keys.GROUP_STATE_SK_PREFIX) :]] = state_from(item)
+        """One shard's HEAD and every group's state; groups in `groups` without a state read as fresh."""
+        view = self.store.read_every_state(ShardAddress.of(queue, shard))
         for group in groups:
-            states.setdefault(group, GroupState())
-        return _floored(ShardRead(shard, table, pk, head, states))
+            view.states.setdefault(group, GroupState())
+        return _floored(view)
 
 
-def _floored(read: ShardRead) -> ShardRead:
+def _floored(view: ShardView) -> ShardRead:
+    read = ShardRead(view.address, view.head, view.states)
     read.floored = {g for g, state in read.states.items() if apply_floor(state, read.head.floor)}
     return read

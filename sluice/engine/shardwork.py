@@ -23,18 +23,16 @@ Policies (see docs/design.md, "Shard work"):
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from sluice import errors, faults
-from sluice.adapters.dynamo import ConditionFailed, batch_delete
-from sluice.engine import keys
+from sluice.engine import payloads
 from sluice.engine.backend import Backend
 from sluice.engine.queues import QueueRegistry
-from sluice.engine.streams import expired, scan_hot
+from sluice.engine.store import Head, ObjectPayload, ShardAddress
+from sluice.engine.streams import scan_hot
 from sluice.models import Queue, Shard
 from sluice.segments import (
     Record,
@@ -69,6 +67,7 @@ class WorkReport:
     compacted_bytes: int = 0
     swept_items: int = 0
     expired_segments: int = 0
+    orphans_deleted: int = 0  # payload-tier objects no batch item names
     errors: list[str] = field(default_factory=list)
 
     def merge(self, other: WorkReport) -> None:
@@ -145,15 +144,14 @@ class ShardWorker:
         """Write the next contiguous range of the hot tier as one level-0 segment (a range of only
         sealed gaps just moves the mark). Returns how many sequences `flushed` moved: 0 when there
         was nothing to flush, a young gap blocks it, or another worker flushed it first."""
-        table = self.backend.table_for(shard)
-        pk = keys.shard_pk(queue, shard.id)
-        head = table.get(pk, keys.HEAD_SK) or {}
-        flushed = head.get(keys.HEAD_FLUSHED, 0)
-        if flushed >= head.get(keys.HEAD_NEXT, 0):
-            self._set_ttl(queue, shard, head)
+        store, at = self.backend.store, ShardAddress.of(queue, shard)
+        head = store.head(at)
+        flushed = head.flushed
+        if flushed >= head.next:
+            self._set_ttl(queue, at, head)
             return 0
         now = self.backend.clock()
-        scan = scan_hot(self.backend, queue, shard, head, flushed, FLUSH_MAX_RECORDS, now)
+        scan = scan_hot(store, at, head, flushed, FLUSH_MAX_RECORDS, now)
         end = scan.next_seq
         if end <= flushed:
             return 0  # a young gap right at the mark: wait for it
@@ -165,59 +163,42 @@ class ShardWorker:
             faults.crash_point(faults.SEGMENT_AFTER_UPLOAD)
             if not put_index(self.backend, ref):
                 return 0  # another worker flushed this range
-        try:
-            table.update(
-                pk,
-                keys.HEAD_SK,
-                "SET #f = :end",
-                condition="attribute_not_exists(#f) OR #f = :old",
-                names={"#f": keys.HEAD_FLUSHED},
-                values={":end": end, ":old": flushed},
-            )
-        except ConditionFailed:
+        if not store.mark_flushed(at, flushed, end):
             return 0
+        orphans = self._delete_orphans(at, flushed, end, [r.seq for r in scan.records])
         if report is not None:
+            report.orphans_deleted += orphans
             report.flushed_records += len(scan.records)
             report.flushed_bytes += ref.bytes if ref else 0
             report.segments_written += 1 if ref else 0
-        self._set_ttl(queue, shard, {**head, keys.HEAD_FLUSHED: end})
+        self._set_ttl(queue, at, replace(head, flushed=end))
         return end - flushed
 
-    def _set_ttl(self, queue: Queue, shard: Shard, head: dict[str, Any]) -> None:
+    def _delete_orphans(self, at: ShardAddress, lo: int, hi: int, seqs: list[int]) -> int:
+        """Payload-tier objects keyed where this flush found no record: a send that crashed between
+        its object and its items (the range is a sealed gap now), or items past their expiry."""
+        holes, expect = [], lo
+        for seq in [*seqs, hi]:
+            if seq > expect:
+                holes.append((expect, seq))
+            expect = seq + 1
+        bucket = self.backend.bucket_for(at.shard)
+        return sum(payloads.orphans_in(bucket, at.pk, a, b) for a, b in holes)
+
+    def _set_ttl(self, queue: Queue, at: ShardAddress, head: Head) -> None:
         """Bottomless queues: give the items below `flushed` their `exp`, now that S3 holds them."""
         if not queue.settings.bottomless:
             return
-        start, end = head.get(keys.HEAD_TTL_SET, 0), head.get(keys.HEAD_FLUSHED, 0)
+        start, end = head.ttl_set, head.flushed
         if start >= end:
             return
-        table = self.backend.table_for(shard)
-        pk = keys.shard_pk(queue, shard.id)
+        store = self.backend.store
         hot_seconds = min(queue.settings.retention_seconds, MAX_HOT_RETENTION_SECONDS)
-        lo = keys.msg_sk(max(0, start - 99))
-        for item in table.query(pk, sk_from=lo, sk_to=keys.msg_sk(end - 1)):
-            first, count = keys.seq_of(item[keys.SK]), item[keys.ITEM_COUNT]
-            if first + count <= start or item.get(keys.ITEM_GAP):
+        for item in store.scan(at, max(0, start - 99), to_seq=end - 1):
+            if item.end <= start or item.gap:
                 continue
-            try:
-                table.update(
-                    pk,
-                    item[keys.SK],
-                    "SET #e = :e",
-                    condition=keys.ITEM_EXISTS,
-                    names={"#e": keys.TTL},
-                    values={":e": item[keys.ITEM_TS] // 1000 + hot_seconds},
-                )
-            except ConditionFailed:
-                continue  # swept meanwhile
-        with contextlib.suppress(ConditionFailed):  # a newer flush already set more
-            table.update(
-                pk,
-                keys.HEAD_SK,
-                "SET #t = :end",
-                condition="attribute_not_exists(#t) OR #t < :end",
-                names={"#t": keys.HEAD_TTL_SET},
-                values={":end": end},
-            )
+            store.set_expiry(at, item.first, item.ts // 1000 + hot_seconds)  # False: swept meanwhile
+        store.mark_ttl_set(at, end)
 
     # --- compaction -----------------------------------------------------------------------------------
 
@@ -273,24 +254,23 @@ class ShardWorker:
         """Delete items whose `exp` has passed — DynamoDB's TTL, for the local runtime (moto never
         expires items). Deployed, DynamoDB does this itself; readers already treat them as gone.
         On bottomless queues only flushed items can carry an `exp`, so nothing unflushed goes."""
-        table = self.backend.table_for(shard)
-        pk = keys.shard_pk(queue, shard.id)
-        head = table.get(pk, keys.HEAD_SK) or {}
-        flushed = head.get(keys.HEAD_FLUSHED, 0)
+        store, at = self.backend.store, ShardAddress.of(queue, shard)
+        flushed = store.head(at).flushed
         now = self.backend.clock()
-        doomed: list[tuple[str, str]] = []
-        for item in table.query(pk, sk_from=keys.msg_sk(0), sk_to=keys.MSG_SK_END):
-            first = keys.seq_of(item[keys.SK])
-            if expired(item, now):
-                if (
-                    not queue.settings.bottomless
-                    or first + item[keys.ITEM_COUNT] <= flushed
-                    or item.get(keys.ITEM_GAP)
-                ):
-                    doomed.append((pk, item[keys.SK]))
-            elif not item.get(keys.ITEM_GAP):
+        doomed: list[int] = []
+        objects: set[str] = set()
+        for item in store.scan(at, 0):
+            if item.expired(now):
+                if not queue.settings.bottomless or item.end <= flushed or item.gap:
+                    doomed.append(item.first)
+                    if isinstance(item.payload, ObjectPayload):
+                        objects.add(item.payload.key)
+            elif not item.gap:
                 break  # message items expire in sequence order (exp = ts + a fixed time): done
-        batch_delete(table, doomed)
+        store.delete_items(at, doomed)
+        # The payload tier's objects expire by S3 lifecycle rules deployed (a day after their items);
+        # moto runs no lifecycle rules, so the local sweep removes them with their items.
+        self.backend.bucket_for(at.shard).delete_many(sorted(objects))
         return len(doomed)
 
 

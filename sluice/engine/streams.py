@@ -21,21 +21,19 @@ from __future__ import annotations
 import bisect
 import re
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from sluice import errors, offsets
-from sluice.adapters.dynamo import Table
-from sluice.codec import decode_batch
 from sluice.engine import gaps, keys
 from sluice.engine.backend import Backend
 from sluice.engine.budget import ByteBudget
-from sluice.engine.publish import message_id
+from sluice.engine.publish import message_id_at
 from sluice.engine.queues import QueueDirectory, QueueRegistry
 from sluice.engine.regions import RegionBreaker, region_key
+from sluice.engine.store import BatchItem, Head, ShardAddress, ShardStore
 from sluice.models import MAX_BATCH_MESSAGES, Queue, Shard
 from sluice.segments import Record, SegmentGone, SegmentRef, covering, list_segments, read_segment
 
@@ -43,12 +41,6 @@ MAX_LIMIT = 1000
 MAX_TIMEOUT_MS = 20_000
 _ITEMS_PER_QUERY = 16
 _CACHED_RECORDS = 200_000  # decoded segment records kept per process (segments are immutable)
-
-
-def expired(item: dict[str, Any], now_ms: int) -> bool:
-    """DynamoDB TTL semantics: an item whose `exp` (epoch seconds) has passed is gone, swept or not."""
-    exp = item.get(keys.TTL)
-    return exp is not None and exp * 1000 <= now_ms
 
 
 @dataclass
@@ -62,98 +54,90 @@ class HotScan:
 
 
 def scan_hot(
-    backend: Backend,
-    queue: Queue,
-    shard: Shard,
-    head: dict[str, Any],
+    store: ShardStore,
+    at: ShardAddress,
+    head: Head,
     from_seq: int,
     limit: int,
     now_ms: int,
     *,
     start_ms: int | None = None,
-    reread_head: Callable[[], dict[str, Any]] | None = None,
+    reread_head: Callable[[], Head] | None = None,
 ) -> HotScan:
     """Records of sequences [from_seq, head.next) from the batch items, in order, at most `limit`.
 
     Seals gaps older than the wait (a sealed gap is consumed); an expired item is consumed as gone.
     Before treating a hole or an expired item as such, `reread_head` is consulted: if the flusher
     moved `flushed` past it meanwhile (and the sweeper removed items), the caller reads segments."""
-    table: Table = backend.table_for(shard)
-    pk = keys.shard_pk(queue, shard.id)
-    head_next, head_ts = head.get(keys.HEAD_NEXT, 0), head.get(keys.HEAD_TS, 0)
     records: list[Record] = []
     seq = from_seq
     lo = max(0, seq - MAX_BATCH_MESSAGES + 1)  # an item holds at most one request: ≤ 100 messages
 
     def moved_past(position: int) -> bool:
-        return reread_head is not None and reread_head().get(keys.HEAD_FLUSHED, 0) > position
+        return reread_head is not None and reread_head().flushed > position
 
-    for item in _items_from(table, pk, keys.msg_sk(lo)):
-        first, count = keys.seq_of(item[keys.SK]), item[keys.ITEM_COUNT]
-        if first >= head_next or len(records) >= limit:
+    for item in _items_from(store, at, lo):
+        if item.first >= head.next or len(records) >= limit:
             break
-        if first + count <= seq:
+        if item.end <= seq:
             continue
-        if first > seq:  # allocated but never written (or swept after a flush we did not see)
+        if item.first > seq:  # allocated but never written (or swept after a flush we did not see)
             if moved_past(seq):
                 return HotScan(records, seq, False, retry_cold=True)
-            if not gaps.gap_is_stale(now_ms, item[keys.ITEM_TS]):
+            if not gaps.gap_is_stale(now_ms, item.ts):
                 return HotScan(records, seq, True)
-            if not gaps.seal_gap(table, pk, seq, first, now_ms):
+            if not store.seal_gap(at, seq, item.first, now_ms):
                 return HotScan(records, seq, True)  # a late write landed or another reader sealed: re-read
-            seq = first
-        if item.get(keys.ITEM_GAP):
-            seq = first + count
+            seq = item.first
+        if item.gap:
+            seq = item.end
             continue
-        if expired(item, now_ms):
+        if item.expired(now_ms):
             if moved_past(seq):
                 return HotScan(records, seq, False, retry_cold=True)
-            seq = first + count  # past retention: gone
+            seq = item.end  # past retention: gone
             continue
-        stored = list(decode_batch(item[keys.ITEM_DATA]))
-        for s in range(seq, first + count):
+        stored = store.messages(at, item)
+        for s in range(seq, item.end):
             if len(records) >= limit:
                 return HotScan(records, s, False)
             seq = s + 1
-            if start_ms is not None and item[keys.ITEM_TS] < start_ms:
+            if start_ms is not None and item.ts < start_ms:
                 continue
-            msg = stored[s - first]
-            body = msg.body
-            if msg.overflow_key:
-                body = backend.bucket_for(shard).get(msg.overflow_key) or b""
+            msg = stored[s - item.first]
             records.append(
                 Record(
-                    shard=shard.id,
+                    shard=at.id,
                     seq=s,
-                    id=message_id(queue, shard.id, s),
-                    timestamp_ms=item[keys.ITEM_TS],
+                    id=message_id_at(at, s),
+                    timestamp_ms=item.ts,
                     content_type=msg.content_type,
-                    body=body,
+                    body=store.body(at, msg),
                     partition_key=msg.partition_key,
                     attributes=msg.attributes,
                 )
             )
-    if len(records) < limit and seq < head_next:  # a tail allocated and never written
+    if len(records) < limit and seq < head.next:  # a tail allocated and never written
         if moved_past(seq):
             return HotScan(records, seq, False, retry_cold=True)
-        if not gaps.gap_is_stale(now_ms, head_ts):
+        if not gaps.gap_is_stale(now_ms, head.ts):
             return HotScan(records, seq, True)
-        if not gaps.seal_gap(table, pk, seq, head_next, now_ms):
+        if not store.seal_gap(at, seq, head.next, now_ms):
             return HotScan(records, seq, True)
-        seq = head_next
+        seq = head.next
     return HotScan(records, seq, False)
 
 
-def _items_from(table: Table, pk: str, sk_from: str) -> Iterator[dict[str, Any]]:
-    """Batch items of a shard from `sk_from`, in pages of 2, 4, 8, 16 items (an item holds up to 100
+def _items_from(store: ShardStore, at: ShardAddress, from_seq: int) -> Iterator[BatchItem]:
+    """Batch items of a shard from `from_seq`, in pages of 2, 4, 8, 16 items (an item holds up to 100
     records and most reads want few: the first page is usually enough)."""
-    start, size = sk_from, 2
+    start, size = from_seq, 2
     while True:
-        page = list(table.query(pk, sk_from=start, sk_to=keys.MSG_SK_END, limit=size))
+        page = list(store.scan(at, start, limit=size))
         yield from page
         if len(page) < size:
             return
-        start, size = page[-1][keys.SK] + "\x00", min(size * 2, _ITEMS_PER_QUERY)
+        start, size = page[-1].first + 1, min(size * 2, _ITEMS_PER_QUERY)
 
 
 # --- positions ------------------------------------------------------------------------------------------
@@ -250,7 +234,8 @@ class StreamReader:
         shards = self._shards(queue, shard)
         seqs = self._resolve(queue, shards, position, single=shard is not None or len(queue.shards) == 1)
         start = dict(seqs)
-        deadline = time.monotonic() + min(timeout_ms, MAX_TIMEOUT_MS) / 1000
+        clock = self.backend.clock
+        deadline = clock.monotonic() + min(timeout_ms, MAX_TIMEOUT_MS) / 1000
         delay = 0.05
         while True:
             page = self._read_once(queue, shards, seqs, limit)
@@ -259,10 +244,10 @@ class StreamReader:
                 # (Re-encoding it would lose its time part, and a future time would turn into the
                 # current head: both sort before what the client sent.)
                 page.next_offset = position.text
-            if page.records or time.monotonic() >= deadline:
+            if page.records or clock.monotonic() >= deadline:
                 page.regions = self._regions(shards)
                 return _fit(page, ByteBudget(max_bytes, size_of)) if size_of else page
-            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            clock.sleep(min(delay, max(0.0, deadline - clock.monotonic())))
             delay = min(delay * 2, 0.5)
             current = self._current(queue.name)
             if current is None or current.incarnation != queue.incarnation:
@@ -299,16 +284,14 @@ class StreamReader:
                     | {"unreachable": True}
                 )
                 continue
-            last_seq = head.get(keys.HEAD_NEXT, 0) - 1
+            last_seq = head.next - 1
             out.append(
                 {
                     **entry,
                     "first_offset": first[0].offset if first else None,
-                    "last_offset": offsets.encode(head.get(keys.HEAD_TS, 0), last_seq)
-                    if last_seq >= 0
-                    else None,
-                    "flushed_seq": head.get(keys.HEAD_FLUSHED, 0),
-                    "next_seq": head.get(keys.HEAD_NEXT, 0),
+                    "last_offset": offsets.encode(head.ts, last_seq) if last_seq >= 0 else None,
+                    "flushed_seq": head.flushed,
+                    "next_seq": head.next,
                 }
             )
         return out
@@ -353,7 +336,7 @@ class StreamReader:
                 if head is None:  # its region cannot be reached: checked once it answers again
                     seqs[shard.id] = given[shard.id]
                     continue
-                head_next = head.get(keys.HEAD_NEXT, 0)
+                head_next = head.next
                 if given[shard.id] > head_next:
                     raise errors.InvalidOffset(
                         f"offset is past the end of shard {shard.id} (next sequence {head_next}): pass an "
@@ -361,7 +344,7 @@ class StreamReader:
                     )
                 seqs[shard.id] = given[shard.id]
             elif position.latest:
-                seqs[shard.id] = self._head(queue, shard).get(keys.HEAD_NEXT, 0)
+                seqs[shard.id] = self._head(queue, shard).next
             elif position.start_ms is not None:
                 seqs[shard.id] = self._seek_time(queue, shard, position.start_ms)
             else:
@@ -373,7 +356,7 @@ class StreamReader:
         None: its failures are the read's."""
         return region_key(self.backend, shard) if len(shards) > 1 else None
 
-    def _head_or_skip(self, queue: Queue, shard: Shard, shards: list[Shard]) -> dict[str, Any] | None:
+    def _head_or_skip(self, queue: Queue, shard: Shard, shards: list[Shard]) -> Head | None:
         """The shard's HEAD, or None when its region cools down or does not answer now (skippable)."""
         region = self._skippable_region(shard, shards)
         try:
@@ -384,11 +367,13 @@ class StreamReader:
                 raise
             return None
 
-    def _head(self, queue: Queue, shard: Shard) -> dict[str, Any]:
-        head = self.backend.table_for(shard).get(keys.shard_pk(queue, shard.id), keys.HEAD_SK) or {}
+    def _head(self, queue: Queue, shard: Shard) -> Head:
+        at = ShardAddress.of(queue, shard)
+        head = self.backend.store.head(at)
         with self._lock:
-            self._flushed[keys.shard_pk(queue, shard.id)] = head.get(keys.HEAD_FLUSHED, 0)
-        self.directory.observe(queue, shard, head)  # a newer map: the next read uses it
+            self._flushed[at.pk] = head.flushed
+        # A newer map stamped on it: the next read uses it.
+        self.directory.observe_stamp(queue, shard, head.map_version, head.map_route)
         return head
 
     def _seek_time(self, queue: Queue, shard: Shard, start_ms: int) -> int:
@@ -402,8 +387,9 @@ class StreamReader:
                         return rec.seq
             seq = ref.last + 1
         head = self._head(queue, shard)
-        seq = max(seq, head.get(keys.HEAD_FLUSHED, 0))
-        scan = scan_hot(self.backend, queue, shard, head, seq, 1, self.backend.clock(), start_ms=start_ms)
+        seq = max(seq, head.flushed)
+        at = ShardAddress.of(queue, shard)
+        scan = scan_hot(self.backend.store, at, head, seq, 1, self.backend.clock(), start_ms=start_ms)
         return scan.records[0].seq if scan.records else scan.next_seq
 
     def _read_once(self, queue: Queue, shards: list[Shard], seqs: dict[int, int], limit: int) -> StreamPage:
@@ -457,12 +443,11 @@ class StreamReader:
                 if len(records) >= limit:
                     return records, seq
             head = self._head(queue, shard)
-            if seq < head.get(keys.HEAD_FLUSHED, 0):
+            if seq < head.flushed:
                 continue  # the flusher moved on: more of it is in segments now
             scan = scan_hot(
-                self.backend,
-                queue,
-                shard,
+                self.backend.store,
+                ShardAddress.of(queue, shard),
                 head,
                 seq,
                 limit - len(records),

@@ -6,8 +6,10 @@ the function's role in the template synthesized for the stage the call ran under
 statements' intrinsics (Ref, Fn::GetAtt, Fn::Join, Fn::Sub, Fn::Select, Fn::Split) against the local
 region, account and resource names (`sluice.local.provision.local_name`), and applies IAM's rules:
 an explicit Deny wins, else some Allow must match the action and the resource (`*` and `?`
-wildcards; actions case-insensitive). Statements with a Condition are not counted as granting (they
-cannot be evaluated here), so the check errs towards reporting a denial.
+wildcards; actions case-insensitive). A statement's Condition is evaluated over the condition keys the
+audit records with a call (`callaudit.condition_keys`: an S3 listing's `s3:prefix`) for StringLike and
+StringEquals; any other condition, or a key the call does not carry, does not grant, so the check errs
+towards reporting a denial. The unused-grant check leaves conditioned statements out.
 
 Multi-region runs: a record may carry `caller_region` (the region of the function that made the call,
 its SLUICE_REGION) and `regions` (the deployment's SLUICE_REGIONS, home first). Such a call is judged
@@ -55,6 +57,12 @@ class Call:
     region: str = "us-east-1"  # where the call went (the resource's region)
     caller_region: str | None = None  # multi-region: the calling function's region
     regions: str | None = None  # multi-region: the deployment's regions, comma-separated, home first
+    s3_prefix: str | None = None  # an S3 listing's prefix (condition key s3:prefix)
+
+    @property
+    def context(self) -> dict[str, str]:
+        """The request's condition keys, as IAM names them."""
+        return {} if self.s3_prefix is None else {"s3:prefix": self.s3_prefix}
 
     @property
     def role_region(self) -> str:
@@ -85,6 +93,7 @@ def load_calls(path: Path) -> list[Call]:
                     rec["region"],
                     rec.get("caller_region"),
                     rec.get("regions"),
+                    rec.get("s3:prefix"),
                 )
             )
     return list(dict.fromkeys(calls))  # each process writes a call once; several processes may repeat it
@@ -242,13 +251,35 @@ def statement_applies(statement: dict[str, Any], action: str, resource: str) -> 
     return not (not_resources is not None and any(_matches(r, resource) for r in not_resources))
 
 
-def allowed(statements: Iterable[dict[str, Any]], action: str, resource: str) -> bool:
+def condition_holds(condition: dict[str, Any], context: dict[str, str]) -> bool:
+    """IAM's StringLike / StringEquals over the call's condition keys (every key and operator must hold;
+    an operator not evaluated here, or a key the call lacks, does not)."""
+    for operator, tests in condition.items():
+        if operator not in ("StringLike", "StringEquals"):
+            return False
+        for key, wanted in tests.items():
+            value = context.get(key)
+            patterns = [str(w) for w in (wanted if isinstance(wanted, list) else [wanted])]
+            if value is None:
+                return False
+            if operator == "StringLike" and not any(_matches(p, value) for p in patterns):
+                return False
+            if operator == "StringEquals" and value not in patterns:
+                return False
+    return True
+
+
+def allowed(
+    statements: Iterable[dict[str, Any]], action: str, resource: str, context: dict[str, str] | None = None
+) -> bool:
     statements = list(statements)
     for s in statements:
         if s.get("Effect") == "Deny" and statement_applies(s, action, resource):
             return False
     return any(
-        s.get("Effect") == "Allow" and "Condition" not in s and statement_applies(s, action, resource)
+        s.get("Effect") == "Allow"
+        and condition_holds(s.get("Condition", {}), context or {})
+        and statement_applies(s, action, resource)
         for s in statements
     )
 
@@ -292,7 +323,7 @@ def check(calls: Iterable[Call], template_for_stage: Callable[..., dict[str, Any
         key = (*where, role)
         if key not in statements:
             statements[key] = view.statements(role)
-        if not allowed(statements[key], call.action, canonical_resource(call, view)):
+        if not allowed(statements[key], call.action, canonical_resource(call, view), call.context):
             denials.append(Denial(call, role))
     return denials
 
@@ -368,6 +399,14 @@ UNEXERCISED: tuple[Unexercised, ...] = (
         "*:table/sluice-<stage>-shards-<i>",
         "Retention deletes the expired items of a non-bottomless queue in batches (ShardWorker); the "
         "suite tests retention on the engine, not through the shard handler.",
+    ),
+    Unexercised(
+        "shard",
+        "s3:DeleteObject",
+        "*:::sluice-<stage>-segments-<account>-<region>/payload",
+        "The flush deletes the payload-tier objects of sends that crashed between their object and their "
+        "items (sluice/engine/payloads.py orphans_in); crashes are injected on the engine "
+        "(tests/faults/test_payload_tier_crashes.py), not through the shard handler.",
     ),
     Unexercised(
         "shard",

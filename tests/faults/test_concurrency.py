@@ -22,7 +22,7 @@ import pytest
 
 from lambdas.common.errors import status_of
 from sluice import errors
-from sluice.engine import consume
+from sluice.engine import consume, gaps
 from sluice.faults import FaultInjector
 from sluice.local.provision import provision
 from sluice.models import OutgoingMessage
@@ -51,7 +51,7 @@ def private_engine(aws):
 
 @pytest.mark.slow
 def test_everything_at_once_under_10_percent_faults(private_engine, monkeypatch):
-    monkeypatch.setattr(consume, "GAP_WAIT_MS", 1_000)  # seal holes after 1 s instead of 15 s
+    monkeypatch.setattr(gaps, "GAP_WAIT_MS", 1_000)  # seal holes after 1 s instead of 15 s
     engine = private_engine
     name = f"conc-{random.getrandbits(32):08x}"
     engine.queues.create(

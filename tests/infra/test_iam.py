@@ -107,9 +107,8 @@ def test_each_function_holds_only_the_table_actions_it_calls(
 def test_ssm_actions_per_function(grants: dict[str, Any]) -> None:
     ssm = {name: set(granted(st, "ssm:")) for name, st in grants.items()}
     assert {"ssm:GetParameter", "ssm:PutParameter", "ssm:DeleteParameter"} <= ssm[c.FN_BROKER]
-    # The consumer creates a dead letter queue again when it was deleted: its shard map, never a delete.
-    assert {"ssm:GetParameter", "ssm:PutParameter"} <= ssm[c.FN_CONSUMER]
-    assert "ssm:DeleteParameter" not in ssm[c.FN_CONSUMER]
+    assert "ssm:GetParameter" in ssm[c.FN_CONSUMER]
+    assert not ssm[c.FN_CONSUMER] & {"ssm:PutParameter", "ssm:DeleteParameter"}
     # The coordinator lists the path and deletes the mirrors of deleted queues that linger in its region.
     assert {"ssm:GetParameter", "ssm:GetParametersByPath", "ssm:PutParameter", "ssm:DeleteParameters"} <= ssm[
         c.FN_COORDINATOR
@@ -118,21 +117,33 @@ def test_ssm_actions_per_function(grants: dict[str, Any]) -> None:
 
 
 def test_s3_access_per_function(grants: dict[str, Any]) -> None:
-    """Prefixes, not the bucket: nobody but Glue reaches `exports/`, nobody lists, and only the shard
-    function deletes, under `segments/` alone."""
+    """Prefixes, not the bucket: nobody but Glue reaches `exports/`, only the shard function deletes
+    (`segments/`, and `payload/` orphans) or lists (`payload/` only), and payload-tier objects are
+    written with the tag their lifecycle rule expires them by."""
     s3 = {
         name: {a: sorted(literal(r) for r in rs) for a, rs in granted(st, "s3:").items()}
         for name, st in grants.items()
     }
-    assert s3[c.FN_BROKER] == {"s3:PutObject": ["<ref>/overflow/*"], "s3:GetObject": ["<ref>/overflow/*"]}
-    # Moving a message whose body lives in overflow/ to a dead letter queue writes a new overflow body.
+    both = ["<ref>/overflow/*", "<ref>/payload/*"]
+    assert s3[c.FN_BROKER] == {
+        "s3:PutObject": both,
+        "s3:GetObject": both,
+        "s3:PutObjectTagging": ["<ref>/payload/*"],
+    }
+    # Moving a message to a dead letter queue writes a new overflow body, or a payload object.
     assert s3[c.FN_CONSUMER] == {
-        "s3:GetObject": ["<ref>/overflow/*", "<ref>/segments/*"],
-        "s3:PutObject": ["<ref>/overflow/*"],
+        "s3:GetObject": ["<ref>/overflow/*", "<ref>/payload/*", "<ref>/segments/*"],
+        "s3:PutObject": both,
+        "s3:PutObjectTagging": ["<ref>/payload/*"],
     }
     assert s3[c.FN_SHARD] == {
-        a: ["<ref>/segments/*"] for a in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
+        "s3:GetObject": ["<ref>/payload/*", "<ref>/segments/*"],
+        "s3:PutObject": ["<ref>/segments/*"],
+        "s3:DeleteObject": ["<ref>/payload/*", "<ref>/segments/*"],
+        "s3:ListBucket": ["<ref>"],
     }
+    listing = next(st for st in grants[c.FN_SHARD] if "s3:ListBucket" in str(st["Action"]))
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["payload/*"]}}
     assert not s3[c.FN_COORDINATOR]
 
 

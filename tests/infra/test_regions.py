@@ -227,17 +227,19 @@ def test_segment_buckets_across_regions(templates: dict[str, Any], region: str) 
 
 
 @pytest.mark.parametrize("region", REGIONS)
-def test_shard_maps_are_written_in_every_region(templates: dict[str, Any], region: str) -> None:
+def test_shard_maps_are_written_in_every_region_and_read_in_ones_own(
+    templates: dict[str, Any], region: str
+) -> None:
+    (other,) = [r for r in REGIONS if r != region]
     for r in REGIONS:
         assert may(templates, region, c.FN_BROKER, "ssm:PutParameter", ssm_arn(r))
         assert may(templates, region, c.FN_BROKER, "ssm:DeleteParameter", ssm_arn(r))
         assert may(templates, region, c.FN_COORDINATOR, "ssm:PutParameter", ssm_arn(r))
         # it prunes lingering mirrors of deleted queues in its own region only
         assert may(templates, region, c.FN_COORDINATOR, "ssm:DeleteParameters", ssm_arn(r)) == (r == region)
-        # the consumer creates a deleted dead letter queue again, shard maps included
-        assert may(templates, region, c.FN_CONSUMER, "ssm:PutParameter", ssm_arn(r))
-        assert not may(templates, region, c.FN_CONSUMER, "ssm:DeleteParameter", ssm_arn(r))
     assert may(templates, region, c.FN_CONSUMER, "ssm:GetParameter", ssm_arn(region))
+    assert not may(templates, region, c.FN_CONSUMER, "ssm:GetParameter", ssm_arn(other))
+    assert not may(templates, region, c.FN_CONSUMER, "ssm:PutParameter", ssm_arn(region))
     assert not may(templates, region, c.FN_SHARD, "ssm:GetParameter", ssm_arn(region))
 
 

@@ -14,6 +14,7 @@ from sluice.engine.coordinator import Coordinator, CoordinatorConfig
 from sluice.engine.publish import Publisher
 from sluice.engine.queues import QueueDirectory
 from sluice.engine.scaling import ScalingPolicy
+from sluice.engine.store.dynamo import head_of
 from sluice.engine.workplan import ShardWorkPolicy
 from sluice.events import PushWorkerEvent, ShardWorkEvent
 from sluice.models import OutgoingMessage, Queue
@@ -406,7 +407,7 @@ def test_a_throttled_head_read_scales_up_instead_of_failing_the_pass(clocked, cl
     assert report.unreadable == [0] and report.open_shards >= 9
     # The counters of the last pass that read it are kept for the pass that reads it again.
     saved = coord.saved.load(clocked.queues.get(queue_name))
-    assert saved.counts["0"] == list(keys.Head.of(before).counters)
+    assert saved.counts["0"] == list(head_of(before).counters)
 
     throttling.hot_pks = set()
     clock.advance(1_000)

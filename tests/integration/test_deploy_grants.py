@@ -3,8 +3,11 @@ audit (tests/conftest.py, sluice/local/iamcheck.py) checks them against the temp
 - the consumer moving a message stored in `overflow/` (> DynamoDB's item size) to a dead letter queue
   writes a new overflow body: s3:PutObject on `overflow/*`;
 - a push consumer of type `lambda` invokes its function: lambda:InvokeFunction on the push targets;
-- the consumer creates a dead letter queue deleted since it was configured again, with its shard map:
-  ssm:PutParameter on the shard-map path.
+- a dead letter queue deleted since it was configured is created again by the coordinator (the control
+  path: ssm:PutParameter on the shard-map path), never by the consumer, which may only read shard maps;
+- payload-tier objects (`payload/*`, written with their lifecycle tag): sent by the broker, read by the
+  consumer's peeks and pulls, written by its dead-letter moves, read and written again by the broker's
+  redrive.
 And the auto-created dead letter queue takes the large message its source accepted.
 """
 
@@ -15,7 +18,9 @@ import os
 from pathlib import Path
 
 from sluice import constants as c
+from sluice.engine import deadletter
 from sluice.local import iamcheck
+from sluice.local.workers import invoke
 
 BIG = 300_000  # stored in S3 overflow/: over what one DynamoDB item holds
 
@@ -53,7 +58,8 @@ def test_dead_lettering_an_overflow_message(api, queue_name):
     assert any(":::sluice-test-segments-123456789012-us-east-1/overflow/" in arn for arn in puts), puts
 
 
-def test_the_consumer_creates_a_deleted_dead_letter_queue_again(api, queue_name):
+def test_a_deleted_dead_letter_queue_is_created_again_by_the_coordinator(api, queue_name, monkeypatch):
+    monkeypatch.setattr(deadletter, "RETRY_MS", 0)  # look for the dead letter queue again at once
     dlq = f"{queue_name}-dlq"
     settings = {"max_retries": 0, "dead_letter_queue": dlq}
     assert api("POST", "/v1/queues", {"queue_name": queue_name, "settings": settings})[0] == 201
@@ -65,12 +71,49 @@ def test_the_consumer_creates_a_deleted_dead_letter_queue_again(api, queue_name)
     retry = {"retries": [{"lease_id": message["lease_id"]}]}
     status, body = api("POST", f"/v1/queues/{queue_name}/messages/ack", retry)
     assert status == 200, body
+    # The consumer kept the message (undelivered: it is out of deliveries) and created nothing.
+    assert api("GET", f"/v1/queues/{dlq}")[0] == 404
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages/pull", {"batch_size": 1})
+    assert status == 200 and body["result"]["messages"] == [] and body["result"]["message_backlog_count"] == 1
 
+    invoke(c.FN_COORDINATOR, {"kind": "coordinator.run", "loop_seconds": 0})
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages/pull", {"batch_size": 1})
+    assert status == 200 and body["result"]["messages"] == [], body  # this pull moved it
     status, body = api("POST", f"/v1/queues/{dlq}/messages/pull", {"batch_size": 1})
     assert status == 200, body
     assert [m["body"] for m in body["result"]["messages"]] == ["late"]
-    puts = _recorded(c.FN_CONSUMER, "ssm:PutParameter")
-    assert any(arn.endswith(f"/{dlq}") for arn in puts), puts
+    assert any(arn.endswith(f"/{dlq}") for arn in _recorded(c.FN_COORDINATOR, "ssm:PutParameter"))
+    assert not _recorded(c.FN_CONSUMER, "ssm:PutParameter")
+
+
+def test_payload_tier_objects_through_sends_pulls_dead_letters_and_redrive(api, queue_name):
+    dlq = f"{queue_name}-dlq"
+    settings = {"payload_tier": "s3", "max_retries": 1, "dead_letter_queue": dlq}
+    assert api("POST", "/v1/queues", {"queue_name": queue_name, "settings": settings})[0] == 201
+    text = os.urandom(32 * 1024).hex()  # 64 KB that compresses to 32 KB: the dead letter queue's auto tier
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages", {"messages": [{"body": text}]})
+    assert status == 200, body
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages/peek", {"batch_size": 1})
+    assert status == 200 and [m["body"] for m in body["result"]["messages"]] == [text], body
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages/pull", {"batch_size": 1})
+    assert status == 200, body
+    (message,) = body["result"]["messages"]
+    assert message["body"] == text
+    retry = {"retries": [{"lease_id": message["lease_id"]}]}
+    assert api("POST", f"/v1/queues/{queue_name}/messages/ack", retry)[0] == 200
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages/pull", {"batch_size": 1})
+    assert status == 200 and body["result"]["messages"] == [], body  # this pull moved it
+    status, body = api("POST", f"/v1/queues/{queue_name}/redrive", {"from": dlq})
+    assert status == 200 and body["result"]["moved"] == 1, body
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages/pull", {"batch_size": 1})
+    assert status == 200 and [m["body"] for m in body["result"]["messages"]] == [text], body
+
+    def tier(function: str, action: str) -> list[str]:
+        return [arn for arn in _recorded(function, action) if f"/{c.PAYLOAD_PREFIX}" in arn]
+
+    for action in ("s3:PutObject", "s3:PutObjectTagging", "s3:GetObject"):
+        assert tier(c.FN_BROKER, action), action  # the send; the redrive reads and writes one again
+        assert tier(c.FN_CONSUMER, action), action  # peek and pulls; the dead-letter move writes one
 
 
 def test_push_to_a_lambda_target_invokes_it_from_the_consumer(api, queue_name):

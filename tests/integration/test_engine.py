@@ -8,7 +8,8 @@ import pytest
 
 from sluice import errors, faults
 from sluice.engine import keys
-from sluice.engine.consume import GAP_WAIT_MS, RetryRequest
+from sluice.engine.consume import RetryRequest
+from sluice.engine.gaps import GAP_WAIT_MS
 from sluice.models import OutgoingMessage
 
 

@@ -134,6 +134,23 @@ def test_the_coordinator_may_start_the_consumer_alias_and_shard_only(template) -
     assert [d.call for d in iamcheck.check(denied, lambda stage: template)] == denied
 
 
+def test_the_shard_function_lists_its_bucket_under_payload_only(template) -> None:
+    """The listing grant is conditioned on `s3:prefix` (the flush looks for the payload-tier objects of
+    crashed sends): the audit records a listing's prefix and the check evaluates the condition."""
+
+    def listing(prefix: str) -> iamcheck.Call:
+        params = {"Bucket": "sluice-test-segments-123456789012-us-east-1", "Prefix": prefix}
+        [(action, arn)] = callaudit.iam_requests("s3", "ListObjectsV2", params, "us-east-1")
+        keys = callaudit.condition_keys("s3", "ListObjectsV2", params)
+        return iamcheck.Call(c.FN_SHARD, "test", action, arn, s3_prefix=keys["s3:prefix"])
+
+    assert iamcheck.check([listing(f"{c.PAYLOAD_PREFIX}q#0001#3/")], lambda stage: template) == []
+    unknown = listing("")
+    unknown = iamcheck.Call(c.FN_SHARD, "test", unknown.action, unknown.resource)  # no prefix recorded
+    denied = [listing("segments/q/"), listing(""), unknown]
+    assert [d.call for d in iamcheck.check(denied, lambda stage: template)] == denied
+
+
 def _with_extra_grant(template: dict[str, Any], function: str, action: str) -> dict[str, Any]:
     """A copy of the template whose `function` role also holds `action` on the control table."""
     edited = copy.deepcopy(template)
@@ -177,12 +194,15 @@ def test_the_allow_list_gives_reasons_and_a_stale_entry_is_reported(scenario_cal
 
 def test_the_stack_grants_no_scan_and_no_describe(template) -> None:
     """What the roles held before they were narrowed to the calls: every table's read-write set (Scan,
-    BatchWriteItem, DescribeTable, stream reads) for every function, DescribeSecret, ListBucket."""
+    BatchWriteItem, DescribeTable, stream reads) for every function, DescribeSecret, ListBucket (but the
+    shard function's, under `payload/` alone: the flush lists a shard's tier objects to delete orphans)."""
     roles = iamcheck.TemplateRoles(template, "test")
+    statements = [(fn, st) for fn in c.FUNCTION_HANDLERS for st in roles.statements(roles.role_of(fn) or "")]
+    listing = {"StringLike": {"s3:prefix": [f"{c.PAYLOAD_PREFIX}*"]}}
     held = {
         a
-        for fn in c.FUNCTION_HANDLERS
-        for st in roles.statements(roles.role_of(fn) or "")
+        for fn, st in statements
+        if not (fn == c.FN_SHARD and st["Action"] == "s3:ListBucket" and st.get("Condition") == listing)
         for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
     }
     gone = {"dynamodb:Scan", "dynamodb:DescribeTable", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}

@@ -151,7 +151,8 @@ def test_a_fork_reads_its_sources_history_from_s3_without_copying_it(settings, p
     assert call("POST", src, json.dumps(sent), headers=JSON)[0] == 204
     status, headers, _ = fork(child, src, offset="0000000000000050")
     assert status == 201 and headers["stream-next-offset"] == "0000000000000050"
-    worker = Sluice.from_settings(settings, clock=FakeClock(int(time.time() * 1000)))
+    clock = FakeClock(int(time.time() * 1000))
+    worker = Sluice.from_settings(settings, clock=clock)
     child_queue = worker.queues.get(queue_name_for(child.removeprefix(BASE)))
     table = worker.backend.table_for(child_queue.shards[0])
     own = list(table.query(keys.shard_pk(child_queue, 0), sk_from=keys.MSG_SK_PREFIX, sk_to=keys.MSG_SK_END))
@@ -159,7 +160,7 @@ def test_a_fork_reads_its_sources_history_from_s3_without_copying_it(settings, p
     name = queue_name_for(src.removeprefix(BASE))
     worker.shard_worker.run("flush", name)
     queue = worker.queues.get(name)
-    worker.backend.clock.advance(queue.settings.retention_seconds * 1000 + 1000)
+    clock.advance(queue.settings.retention_seconds * 1000 + 1000)
     worker.shard_worker.run("sweep", name)
     hot = worker.backend.table_for(queue.shards[0])
     assert not list(hot.query(keys.shard_pk(queue, 0), sk_from=keys.MSG_SK_PREFIX, sk_to=keys.MSG_SK_END))

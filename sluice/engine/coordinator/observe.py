@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sluice.adapters.dynamo import Table, batch_get_available
+from sluice.adapters.dynamo import Table
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.scaling import ShardObservation
 from sluice.engine.shardstate import ShardRead
+from sluice.engine.store import ShardAddress
 from sluice.models import Queue, Shard
 
 OLDEST_AGE_PAIRS = 100  # shard x group pairs read for the oldest message: one BatchGetItem
@@ -69,19 +70,15 @@ def oldest_age_s(backend: Backend, queue: Queue, reads: list[ShardRead], now: in
                 continue
             seq = st.ack_level
             item = st.pending[seq].item if seq in st.pending else st.read_item
-            candidates.append((pending, read.shard, item))
+            candidates.append((pending, read.address, item))
     candidates.sort(key=lambda x: -x[0])
-    wanted: set[tuple[str, str]] = set()
-    requests: dict[Table, list[tuple[str, str]]] = {}
-    for _, shard, item in candidates[:OLDEST_AGE_PAIRS]:
-        pk, sk = keys.shard_pk(queue, shard.id), keys.msg_sk(item)
-        if (pk, sk) not in wanted:
-            wanted.add((pk, sk))
-            requests.setdefault(backend.table_for(shard), []).append((pk, sk))
-    if not requests:
+    wanted: dict[tuple[str, int], tuple[ShardAddress, int]] = {}
+    for _, at, item in candidates[:OLDEST_AGE_PAIRS]:
+        wanted.setdefault((at.pk, item), (at, item))
+    if not wanted:
         return 0.0
-    found, _ = batch_get_available(requests, consistent=False)  # a throttled item: skipped, not fatal
-    stamps = [it[keys.ITEM_TS] for it in found.values() if it.get(keys.ITEM_TS)]
+    found = backend.store.items_available(list(wanted.values()))  # a throttled item: skipped, not fatal
+    stamps = [it.ts for it in found.values() if it.ts]
     return max(0.0, (now - min(stamps)) / 1000) if stamps else 0.0
 
 

@@ -21,9 +21,7 @@ mirror); its ownership item, fencing token and saved state are its region's. It 
 from __future__ import annotations
 
 import logging
-import time
 import uuid
-from typing import Any
 
 from sluice import errors
 from sluice.engine import keys, wake
@@ -37,6 +35,7 @@ from sluice.engine.ownership import Ownership
 from sluice.engine.queues import QueueRegistry
 from sluice.engine.scaling import Decision, QueueObservation, decide
 from sluice.engine.shardstate import ShardRead, ShardStateReader
+from sluice.engine.store import ShardAddress
 from sluice.models import Queue, Shard
 
 log = logging.getLogger(__name__)
@@ -75,39 +74,35 @@ class Coordinator:
             self.config.ownership_ms,
             backend.clock,
         )
-        self.shard_states = ShardStateReader(backend)
+        self.shard_states = ShardStateReader(backend.store)
         self.saved = StateStore(backend.control, self.region)
         self.dispatch = Dispatcher(backend, invoker, self.config)
+        self._listed: set[str] = set()  # the queue names the pass listed (dead letter queues missing)
         self._pruned_at: int | None = None  # when the SSM path was last listed (None: not read yet)
 
     # -- entry points --
 
-    def run(
-        self,
-        loop_seconds: float = 0.0,
-        sleep: Any = time.sleep,
-        period_s: float | None = None,
-        monotonic: Any = time.monotonic,
-    ) -> list[RunReport]:
+    def run(self, loop_seconds: float = 0.0, period_s: float | None = None) -> list[RunReport]:
         """Passes for up to `loop_seconds`, every `period_s` (this run only; default: the config's
         tick) while some queue is busy (`QueueReport.busy`), every `FAST_PERIOD_S` after a pass that
         saw throttles. A pass that finds nothing busy ends the run: at rest one short pass per
         scheduled run, and a throttled broker wakes the coordinator sooner (sluice/engine/wake.py).
         The ownership is released at the end."""
         period = self.config.period_s if period_s is None else period_s
+        clock = self.backend.clock
         reports: list[RunReport] = []
-        deadline = monotonic() + loop_seconds
+        deadline = clock.monotonic() + loop_seconds
         try:
             while True:
-                started = monotonic()
+                started = clock.monotonic()
                 report = self.run_once()
                 reports.append(report)
-                left = deadline - monotonic()
+                left = deadline - clock.monotonic()
                 if left <= 0 or not report.acted or not report.busy:
                     break
-                wake.touch(self.backend, self.region, self.backend.clock())  # running: no one wakes it
+                wake.touch(self.backend, self.region, clock())  # running: no one wakes it
                 pause = min(period, FAST_PERIOD_S) if report.throttled else period
-                sleep(min(left, max(0.0, pause - (monotonic() - started))))
+                clock.sleep(min(left, max(0.0, pause - (clock.monotonic() - started))))
         finally:
             if reports and reports[-1].acted:
                 wake.touch(self.backend, self.region, 0)  # stopped: the next throttle wakes it at once
@@ -133,6 +128,7 @@ class Coordinator:
             region=self.region,
         )
         names = self._queue_names()
+        self._listed = set(names)
         if self.ownership.took_over_expired:
             self._stamp_fence(names, token)
         report.pruned = self._prune()
@@ -179,6 +175,7 @@ class Coordinator:
 
     def run_queue(self, name: str, token: int) -> QueueReport:
         queue = self.queues.get(name)
+        self._ensure_dead_letter_queue(queue)
         serves_here = self.region in self.queues.regions_for(queue.settings)
         if serves_here and not [s for s in self._mine(queue) if s.state == "open"]:
             queue = self._add_region_shards(queue, token)
@@ -317,13 +314,7 @@ class Coordinator:
         for shard in self._mine(queue):
             if shard.state != "sealed" or shard.id in head_sealed or shard.id in unread_sealed:
                 continue
-            self.backend.table_for(shard).update(
-                keys.shard_pk(queue, shard.id),
-                keys.HEAD_SK,
-                "SET #s = :t, #sm = :now",
-                names={"#s": keys.HEAD_SEALED, "#sm": keys.HEAD_SEALED_MS},
-                values={":t": True, ":now": now},
-            )
+            self.backend.store.seal(ShardAddress.of(queue, shard), now)
 
     def _all_regions(self, queue: Queue, report: QueueReport, now: int) -> Figures:
         """This pass's figures plus every other region's coordinator's last ones (read from its saved
@@ -359,6 +350,15 @@ class Coordinator:
             self.region,
         )
         return updated
+
+    def _ensure_dead_letter_queue(self, queue: Queue) -> None:
+        """The control path's half of dead letters: a dead letter queue deleted since its source was
+        configured is created again here (by the home region's coordinator), never by the consumer,
+        which keeps the exhausted messages pending meanwhile (`sluice.engine.deadletter`)."""
+        dlq = queue.settings.dead_letter_queue
+        if dlq and dlq not in self._listed and self.region == self.home:
+            self.queues.ensure_dead_letter(dlq, queue.settings)
+            self._listed.add(dlq)
 
     def _queue_names(self, every: bool = False) -> list[str]:
         """The queues a pass covers (`every`: all queues, whatever the config restricts)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -124,7 +123,8 @@ class Pusher:
         """Up to max_batch_size messages; a partial batch waits up to max_batch_timeout_ms to fill."""
         batch: list[Delivery] = []
         used = 0
-        deadline = time.monotonic() + consumer.max_batch_timeout_ms / 1000
+        clock = self.clock
+        deadline = clock.monotonic() + consumer.max_batch_timeout_ms / 1000
         while (
             len(batch) < consumer.max_batch_size and used <= PUSH_PAYLOAD_BYTES - LARGEST_PUSHED_MESSAGE_BYTES
         ):
@@ -139,12 +139,12 @@ class Pusher:
             used += sum(pushed_size(d) for d in result.messages)
             if not result.messages and not batch:
                 return batch  # nothing there: the worker stops, the coordinator starts one when needed
-            if len(batch) >= consumer.max_batch_size or time.monotonic() >= deadline:
+            if len(batch) >= consumer.max_batch_size or clock.monotonic() >= deadline:
                 break
             if remaining_ms() < STOP_MARGIN_MS:
                 break
             if not result.messages:
-                time.sleep(0.05)
+                clock.sleep(0.05)
         return batch
 
 

@@ -1,0 +1,35 @@
+"""The shard store: the one owner of a shard's items (see port.py for the operations)."""
+
+from sluice.engine.store.items import (
+    Allocation,
+    AllocationRefused,
+    BatchItem,
+    Head,
+    HeadCounts,
+    HeadGuard,
+    InlinePayload,
+    ObjectPayload,
+    Payload,
+    ShardAddress,
+    ShardView,
+    SlotTaken,
+    StateConflict,
+)
+from sluice.engine.store.port import ShardStore
+
+__all__ = [
+    "Allocation",
+    "AllocationRefused",
+    "BatchItem",
+    "Head",
+    "HeadCounts",
+    "HeadGuard",
+    "InlinePayload",
+    "ObjectPayload",
+    "Payload",
+    "ShardAddress",
+    "ShardStore",
+    "ShardView",
+    "SlotTaken",
+    "StateConflict",
+]

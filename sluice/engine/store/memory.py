@@ -1,0 +1,286 @@
+"""The shard store in process memory, with the DynamoDB store's conditions: for unit tests of the
+engine's logic (leases, planning, commits) without moto. Not thread-safe beyond one lock per call."""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sluice import codec
+from sluice.codec import StoredMessage
+from sluice.engine.groupstate import GroupState
+from sluice.engine.payloads import ItemMessages
+from sluice.engine.store.dynamo import TOMBSTONE_TTL_SECONDS
+from sluice.engine.store.items import (
+    Allocation,
+    AllocationRefused,
+    BatchItem,
+    Head,
+    HeadCounts,
+    HeadGuard,
+    InlinePayload,
+    ObjectPayload,
+    ShardAddress,
+    ShardView,
+    SlotTaken,
+    StateConflict,
+)
+
+
+@dataclass
+class _Partition:
+    head: Head | None = None
+    guards: dict[str, Any] = field(default_factory=dict)  # HeadGuard fields (open-stream attributes)
+    firsts: list[int] = field(default_factory=list)  # sorted
+    items: dict[int, BatchItem] = field(default_factory=dict)
+    states: dict[str, tuple[int, bytes]] = field(default_factory=dict)  # group -> (version, blob)
+    overflow: dict[str, bytes] = field(default_factory=dict)
+    objects: dict[str, bytes] = field(default_factory=dict)  # payload-tier objects
+
+
+class MemoryShardStore:
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._parts: dict[str, _Partition] = {}
+        self.writes = 0  # successful writes, for tests that count them
+        self.conflicts = 0
+
+    def _part(self, at: ShardAddress) -> _Partition:
+        return self._parts.setdefault(at.pk, _Partition())
+
+    def put_overflow(self, key: str, body: bytes, at: ShardAddress) -> None:
+        """A body stored beside the item (what the publisher does for bodies over an item's size)."""
+        self._part(at).overflow[key] = body
+
+    def put_object(self, key: str, data: bytes, at: ShardAddress) -> None:
+        """A payload-tier object (what the publisher puts in S3 before the items that index it)."""
+        self._part(at).objects[key] = data
+
+    # --- HEAD ---------------------------------------------------------------------------------------------
+
+    def head(self, at: ShardAddress) -> Head:
+        with self._lock:
+            return self._part(at).head or Head()
+
+    def allocate(
+        self,
+        at: ShardAddress,
+        count: int,
+        now_ms: int,
+        counts: HeadCounts,
+        *,
+        producer_version: int | None = None,
+        guard: HeadGuard | None = None,
+        fail_fast: bool = False,
+    ) -> Allocation:
+        with self._lock:
+            part = self._part(at)
+            head = part.head or Head()
+            refused = head.sealed or (part.head is not None and head.ts > now_ms)
+            if producer_version is not None and head.producer_version > producer_version:
+                refused = True
+            if guard is not None and part.guards.get(guard.field) != guard.expected:
+                refused = True
+            if refused:
+                self.conflicts += 1
+                value = part.guards.get(guard.field) if guard is not None else None
+                raise AllocationRefused(head, value)
+            added = (counts.requests, counts.messages, counts.bytes, counts.throttles, counts.conflicts)
+            part.head = replace(
+                head,
+                exists=True,
+                next=head.next + count,
+                ts=now_ms,
+                producer_version=head.producer_version if producer_version is None else producer_version,
+                counters=tuple(a + b for a, b in zip(head.counters, added, strict=True)),
+            )
+            if guard is not None:
+                part.guards.update(guard.updates)
+            self.writes += 1
+            return Allocation(part.head.next - count, now_ms, part.head.map_version, part.head.map_route)
+
+    def stamp_map(self, at: ShardAddress, version: int, route: str) -> bool:
+        with self._lock:
+            part = self._part(at)
+            head = part.head or Head()
+            if head.map_version and head.map_version >= version:  # 0: never stamped
+                return False
+            part.head = replace(head, exists=True, map_version=version, map_route=route)
+            return True
+
+    def set_floor(self, at: ShardAddress) -> None:
+        with self._lock:
+            part = self._part(at)
+            head = part.head or Head()
+            part.head = replace(head, exists=True, floor=head.next)
+
+    def seal(self, at: ShardAddress, now_ms: int) -> None:
+        with self._lock:
+            part = self._part(at)
+            part.head = replace(part.head or Head(), exists=True, sealed=True)
+
+    def mark_flushed(self, at: ShardAddress, old: int, new: int) -> bool:
+        with self._lock:
+            part = self._part(at)
+            head = part.head or Head()
+            if head.flushed not in (0, old):
+                return False
+            part.head = replace(head, exists=True, flushed=new)
+            return True
+
+    def mark_ttl_set(self, at: ShardAddress, end: int) -> None:
+        with self._lock:
+            part = self._part(at)
+            head = part.head or Head()
+            if head.ttl_set < end:
+                part.head = replace(head, exists=True, ttl_set=end)
+
+    # --- batch items --------------------------------------------------------------------------------------
+
+    def _insert(self, part: _Partition, item: BatchItem) -> bool:
+        if item.first in part.items:
+            return False
+        bisect.insort(part.firsts, item.first)
+        part.items[item.first] = item
+        return True
+
+    def write_batch(
+        self,
+        at: ShardAddress,
+        first: int,
+        timestamp_ms: int,
+        messages: Sequence[StoredMessage],
+        expires_s: int | None,
+        *,
+        object_key: str | None = None,
+        object_base: int = 0,
+    ) -> None:
+        blob = codec.encode_batch(messages)
+        payload = InlinePayload(blob) if object_key is None else ObjectPayload(object_key, blob, object_base)
+        item = BatchItem(first, len(messages), timestamp_ms, False, payload, expires_s)
+        with self._lock:
+            if not self._insert(self._part(at), item):
+                raise SlotTaken
+            self.writes += 1
+
+    def seal_gap(self, at: ShardAddress, start: int, end: int, now_ms: int) -> bool:
+        with self._lock:
+            part = self._part(at)
+            for seq in range(start, end):
+                if not self._insert(
+                    part, BatchItem(seq, 1, 0, True, None, now_ms // 1000 + TOMBSTONE_TTL_SECONDS)
+                ):
+                    return False
+            return True
+
+    def scan(
+        self, at: ShardAddress, from_seq: int, *, to_seq: int | None = None, limit: int | None = None
+    ) -> Iterator[BatchItem]:
+        with self._lock:
+            part = self._part(at)
+            lo = bisect.bisect_left(part.firsts, from_seq)
+            hi = len(part.firsts) if to_seq is None else bisect.bisect_right(part.firsts, to_seq)
+            found = [part.items[f] for f in part.firsts[lo:hi]]
+        return iter(found if limit is None else found[:limit])
+
+    def item_before(self, at: ShardAddress, seq: int) -> BatchItem | None:
+        with self._lock:
+            part = self._part(at)
+            index = bisect.bisect_right(part.firsts, seq)
+            return part.items[part.firsts[index - 1]] if index else None
+
+    def items(
+        self, at: ShardAddress, firsts: Iterable[int], *, consistent: bool = True
+    ) -> dict[int, BatchItem]:
+        with self._lock:
+            part = self._part(at)
+            return {f: part.items[f] for f in set(firsts) if f in part.items}
+
+    def items_available(self, wanted: Sequence[tuple[ShardAddress, int]]) -> dict[tuple[str, int], BatchItem]:
+        out: dict[tuple[str, int], BatchItem] = {}
+        for at, first in wanted:
+            found = self.items(at, [first])
+            if first in found:
+                out[(at.pk, first)] = found[first]
+        return out
+
+    def set_expiry(self, at: ShardAddress, first: int, expires_s: int) -> bool:
+        with self._lock:
+            part = self._part(at)
+            if first not in part.items:
+                return False
+            part.items[first] = replace(part.items[first], expires_s=expires_s)
+            return True
+
+    def delete_items(self, at: ShardAddress, firsts: Sequence[int]) -> None:
+        with self._lock:
+            part = self._part(at)
+            for first in firsts:
+                if part.items.pop(first, None) is not None:
+                    part.firsts.remove(first)
+
+    def messages(self, at: ShardAddress, item: BatchItem) -> Sequence[StoredMessage]:
+        if item.gap or item.payload is None:
+            return []
+        if isinstance(item.payload, ObjectPayload):
+            objects = self._part(at).objects
+
+            def read(key: str, lo: int, hi: int) -> bytes | None:
+                return objects[key][lo:hi] if key in objects else None
+
+            payload = item.payload
+            return ItemMessages(read, payload.key, payload.base, codec.decode_batch(payload.index))
+        return list(codec.decode_batch(item.payload.data))
+
+    def body_sizes(self, at: ShardAddress, item: BatchItem) -> list[int]:
+        if isinstance(item.payload, ObjectPayload):
+            return [m.body_size for m in codec.decode_batch(item.payload.index)]
+        return [m.body_size for m in self.messages(at, item)]
+
+    def body(self, at: ShardAddress, message: StoredMessage) -> bytes:
+        if not message.overflow_key:
+            return message.body
+        return self._part(at).overflow.get(message.overflow_key, b"")
+
+    # --- consumer-group states ----------------------------------------------------------------------------
+
+    def _state(self, part: _Partition, group: str) -> GroupState:
+        stored = part.states.get(group)
+        return GroupState() if stored is None else GroupState.decode(stored[1], stored[0])
+
+    def read_states(
+        self, ats: Sequence[ShardAddress], groups: Sequence[str], *, partial: bool = False
+    ) -> tuple[list[ShardView], list[ShardAddress]]:
+        with self._lock:
+            views = []
+            for at in ats:
+                part = self._part(at)
+                views.append(ShardView(at, part.head or Head(), {g: self._state(part, g) for g in groups}))
+            return views, []
+
+    def read_every_state(self, at: ShardAddress) -> ShardView:
+        with self._lock:
+            part = self._part(at)
+            return ShardView(at, part.head or Head(), {g: self._state(part, g) for g in part.states})
+
+    def commit_state(self, at: ShardAddress, group: str, state: GroupState, old_version: int) -> None:
+        with self._lock:
+            part = self._part(at)
+            stored = part.states.get(group)
+            if (stored[0] if stored else 0) != old_version:
+                self.conflicts += 1
+                raise StateConflict(self._state(part, group))
+            part.states[group] = (old_version + 1, state.encode())
+            self.writes += 1
+
+    def put_state(self, at: ShardAddress, group: str, state: GroupState) -> None:
+        with self._lock:
+            self._part(at).states[group] = (max(1, state.version), state.encode())
+            self.writes += 1
+
+    def delete_state(self, at: ShardAddress, group: str) -> None:
+        with self._lock:
+            self._part(at).states.pop(group, None)

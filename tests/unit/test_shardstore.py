@@ -1,0 +1,164 @@
+"""The shard-store port's contract, on both stores: the in-memory one and the DynamoDB one (on the twin's
+in-memory DynamoDB, which evaluates the same expressions and conditions)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from bench.twin.world import build
+from sluice.codec import StoredMessage
+from sluice.engine.groupstate import GroupState, Pending
+from sluice.engine.store import (
+    AllocationRefused,
+    HeadCounts,
+    HeadGuard,
+    InlinePayload,
+    ObjectPayload,
+    ShardAddress,
+    ShardStore,
+    SlotTaken,
+    StateConflict,
+)
+from sluice.engine.store.memory import MemoryShardStore
+from sluice.models import Shard
+
+AT = ShardAddress("q", "0000abcd", Shard(id=3, table=1, created_ms=0))
+COUNTS = HeadCounts(messages=2, bytes=10)
+
+
+@pytest.fixture(params=["memory", "dynamo"])
+def store(request: pytest.FixtureRequest) -> Iterator[ShardStore]:
+    if request.param == "memory":
+        yield MemoryShardStore()
+    else:
+        yield build().engine.backend.store
+
+
+def msgs(*bodies: bytes) -> list[StoredMessage]:
+    return [StoredMessage(body=b) for b in bodies]
+
+
+def test_allocate_takes_contiguous_ranges_and_counts_them(store: ShardStore) -> None:
+    first = store.allocate(AT, 2, 100, COUNTS)
+    second = store.allocate(AT, 3, 100, COUNTS)
+    assert (first.first_seq, second.first_seq) == (0, 2)
+    head = store.head(AT)
+    assert (head.next, head.ts) == (5, 100)
+    assert head.counters[:3] == (2, 4, 20)  # requests, messages, bytes
+    assert (first.map_version, first.map_route, head.exists) == (0, "", True)  # never stamped
+    assert not store.head(ShardAddress("q", "0000abcd", Shard(id=4, table=1, created_ms=0))).exists
+
+
+def test_map_stamps_only_move_forward_and_come_back_with_allocations_and_refusals(
+    store: ShardStore,
+) -> None:
+    """issue 23's hooks: a stamp (`mv`, `mo`) makes a HEAD nobody wrote, never goes back, and every
+    allocation (ALL_NEW) and refusal (ALL_OLD) carries it."""
+    assert store.stamp_map(AT, 3, "1a2b3c4d/4/0-3")
+    head = store.head(AT)
+    assert (head.exists, head.map_version, head.map_route, head.next) == (True, 3, "1a2b3c4d/4/0-3", 0)
+    assert not store.stamp_map(AT, 3, "other") and not store.stamp_map(AT, 2, "older")
+    first = store.allocate(AT, 2, 100, COUNTS, fail_fast=True)
+    assert (first.first_seq, first.map_version, first.map_route) == (0, 3, "1a2b3c4d/4/0-3")
+    assert store.stamp_map(AT, 4, "1a2b3c4d/4/0-7")
+    store.seal(AT, 200)
+    store.seal(AT, 300)  # idempotent
+    with pytest.raises(AllocationRefused) as sealed:
+        store.allocate(AT, 1, 400, COUNTS)
+    assert (sealed.value.head.map_version, sealed.value.head.map_route) == (4, "1a2b3c4d/4/0-7")
+
+
+def test_allocate_refuses_a_sealed_head_an_older_producer_and_a_clock_behind(store: ShardStore) -> None:
+    store.allocate(AT, 1, 200, COUNTS, producer_version=5)
+    with pytest.raises(AllocationRefused) as behind:
+        store.allocate(AT, 1, 150, COUNTS)
+    assert behind.value.head.ts == 200
+    with pytest.raises(AllocationRefused) as fenced:
+        store.allocate(AT, 1, 300, COUNTS, producer_version=4)
+    assert fenced.value.head.producer_version == 5
+    store.seal(AT, 300)
+    with pytest.raises(AllocationRefused) as sealed:
+        store.allocate(AT, 1, 400, COUNTS)
+    assert sealed.value.head.sealed and store.head(AT).next == 1
+
+
+def test_a_guarded_allocation_holds_only_while_the_guard_is_unchanged(store: ShardStore) -> None:
+    store.allocate(AT, 0, 1, COUNTS, guard=HeadGuard("osv", None, {"osv": 1}))
+    with pytest.raises(AllocationRefused) as refused:
+        store.allocate(AT, 0, 2, COUNTS, guard=HeadGuard("osv", None, {"osv": 1}))
+    assert refused.value.guard_value == 1
+    store.allocate(AT, 1, 3, COUNTS, guard=HeadGuard("osv", 1, {"osv": 2}))
+
+
+def test_batches_scan_in_order_and_a_sealed_gap_refuses_the_late_writer(store: ShardStore) -> None:
+    store.write_batch(AT, 0, 10, msgs(b"a", b"b"), expires_s=None)
+    assert store.seal_gap(AT, 2, 4, 20_000)
+    store.write_batch(AT, 4, 30, msgs(b"c"), expires_s=99)
+    with pytest.raises(SlotTaken):
+        store.write_batch(AT, 2, 15, msgs(b"late"), expires_s=None)
+    items = list(store.scan(AT, 0))
+    assert [(i.first, i.count, i.gap) for i in items] == [
+        (0, 2, False),
+        (2, 1, True),
+        (3, 1, True),
+        (4, 1, False),
+    ]
+    assert [m.body for m in store.messages(AT, items[0])] == [b"a", b"b"]
+    assert isinstance(items[0].payload, InlinePayload)
+    assert items[-1].expired(99_000) and not items[-1].expired(98_999)
+    assert [i.first for i in store.scan(AT, 1, to_seq=3, limit=5)] == [2, 3]
+    before = store.item_before(AT, 1)
+    assert before is not None and before.first == 0
+    assert sorted(store.items(AT, [0, 4, 7])) == [0, 4]
+    assert not store.seal_gap(AT, 4, 5, 1)  # taken: the caller re-reads
+
+
+def test_a_payload_tier_item_reads_its_bodies_from_its_object_in_one_ranged_read(store: ShardStore) -> None:
+    from sluice.engine.payloads import TierObject
+
+    sent = msgs(b"alpha", b"", b"gamma-gamma")
+    tier = TierObject.of(AT.pk, 0, sent, days=5)
+    if isinstance(store, MemoryShardStore):
+        store.put_object(tier.key, tier.data, AT)
+    else:
+        store.backend.bucket_for(AT.shard).put(tier.key, tier.data, tags=tier.tags)
+    store.write_batch(AT, 0, 100, tier.index[:2], None, object_key=tier.key)
+    store.write_batch(AT, 2, 100, tier.index[2:], None, object_key=tier.key, object_base=tier.base_of(2))
+    first, second = list(store.scan(AT, 0))
+    assert isinstance(first.payload, ObjectPayload) and first.payload.key == tier.key
+    assert store.body_sizes(AT, first) == [5, 0]
+    assert [m.body for m in store.messages(AT, first)] == [b"alpha", b""]
+    assert [m.body for m in store.messages(AT, second)] == [b"gamma-gamma"]
+
+
+def test_floor_flush_marks_and_expiry(store: ShardStore) -> None:
+    store.allocate(AT, 4, 1, COUNTS)
+    store.set_floor(AT)
+    assert store.head(AT).floor == 4
+    assert store.mark_flushed(AT, 0, 3) and not store.mark_flushed(AT, 0, 4)
+    store.mark_ttl_set(AT, 3)
+    store.mark_ttl_set(AT, 2)  # never moves back
+    assert store.head(AT).ttl_set == 3
+    store.write_batch(AT, 0, 1_000, msgs(b"x"), expires_s=None)
+    assert store.set_expiry(AT, 0, 5) and not store.set_expiry(AT, 9, 5)
+    store.delete_items(AT, [0])
+    assert list(store.scan(AT, 0)) == []
+
+
+def test_group_state_commits_are_conditional_on_the_version(store: ShardStore) -> None:
+    state = GroupState(read=3, read_item=2, pending={1: Pending(item=0, due_ms=50, attempts=1, leased=True)})
+    store.commit_state(AT, "g", state, 0)
+    with pytest.raises(StateConflict) as lost:
+        store.commit_state(AT, "g", GroupState(read=9), 0)
+    winner = lost.value.winner
+    assert (winner.version, winner.read, winner.pending[1].due_ms) == (1, 3, 50)
+    store.commit_state(AT, "g", GroupState(read=4), 1)
+    (view,), unread = store.read_states([AT], ["g", "never"])
+    assert not unread and view.states["g"].read == 4 and view.states["g"].version == 2
+    assert view.states["never"].version == 0
+    store.put_state(AT, "h", GroupState(read=7))
+    assert set(store.read_every_state(AT).states) == {"g", "h"}
+    store.delete_state(AT, "h")
+    assert set(store.read_every_state(AT).states) == {"g"}
