@@ -98,7 +98,7 @@ SHARD_ACTIONS: dict[str, tuple[str, ...]] = {
     c.FN_COORDINATOR: _ddb("UpdateItem", "BatchGetItem"),
 }
 SSM_WRITE = ("ssm:PutParameter",)
-SSM_DELETE = ("ssm:DeleteParameter", "ssm:DeleteParameters")  # one queue's parameters, a split map's parts
+SSM_DELETE = ("ssm:DeleteParameters",)  # a queue's parameter and a split map's parts, in one call
 # The coordinator lists the path and deletes, in batches, the mirrors no queue owns any more.
 SSM_PRUNE = ("ssm:GetParametersByPath", "ssm:DeleteParameters")
 # Why each kind of wildcard resource cannot be narrower (cdk-nag IAM5 suppressions, finding by finding).

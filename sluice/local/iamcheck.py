@@ -387,6 +387,14 @@ UNEXERCISED: tuple[Unexercised, ...] = (
         "(sluice/adapters/ssm.py); the maps of the suite's handler runs fit one parameter.",
     ),
     Unexercised(
+        "broker",
+        "lambda:InvokeFunction",
+        "*:function:sluice-<stage>-coordinator",
+        "The throttle wake (sluice/engine/wake.py) invokes the coordinator when every shard refuses a "
+        "send; moto's DynamoDB never throttles, so it is tested on the engine with a throttling store "
+        "(tests/integration/test_map_versions.py), not through the broker handler.",
+    ),
+    Unexercised(
         "coordinator",
         "ssm:DeleteParameters",
         "*:parameter/sluice/<stage>/shard-maps",

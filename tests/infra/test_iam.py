@@ -106,9 +106,9 @@ def test_each_function_holds_only_the_table_actions_it_calls(
 
 def test_ssm_actions_per_function(grants: dict[str, Any]) -> None:
     ssm = {name: set(granted(st, "ssm:")) for name, st in grants.items()}
-    assert {"ssm:GetParameter", "ssm:PutParameter", "ssm:DeleteParameter"} <= ssm[c.FN_BROKER]
+    assert {"ssm:GetParameter", "ssm:PutParameter", "ssm:DeleteParameters"} <= ssm[c.FN_BROKER]
     assert "ssm:GetParameter" in ssm[c.FN_CONSUMER]
-    assert not ssm[c.FN_CONSUMER] & {"ssm:PutParameter", "ssm:DeleteParameter"}
+    assert not ssm[c.FN_CONSUMER] & {"ssm:PutParameter", "ssm:DeleteParameters"}
     # The coordinator lists the path and deletes the mirrors of deleted queues that linger in its region.
     assert {"ssm:GetParameter", "ssm:GetParametersByPath", "ssm:PutParameter", "ssm:DeleteParameters"} <= ssm[
         c.FN_COORDINATOR

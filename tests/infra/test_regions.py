@@ -233,7 +233,7 @@ def test_shard_maps_are_written_in_every_region_and_read_in_ones_own(
     (other,) = [r for r in REGIONS if r != region]
     for r in REGIONS:
         assert may(templates, region, c.FN_BROKER, "ssm:PutParameter", ssm_arn(r))
-        assert may(templates, region, c.FN_BROKER, "ssm:DeleteParameter", ssm_arn(r))
+        assert may(templates, region, c.FN_BROKER, "ssm:DeleteParameters", ssm_arn(r))
         assert may(templates, region, c.FN_COORDINATOR, "ssm:PutParameter", ssm_arn(r))
         # it prunes lingering mirrors of deleted queues in its own region only
         assert may(templates, region, c.FN_COORDINATOR, "ssm:DeleteParameters", ssm_arn(r)) == (r == region)

@@ -58,6 +58,7 @@ def test_a_legacy_advanced_parameter_takes_a_small_document_and_stays_advanced(a
     writer.write(queue, '{"shards": 1}')  # a container that has never seen it: AWS tells it
     assert writer.read(queue) == '{"shards": 1}'
     assert _tier(writer, queue) == "Advanced"
+    moto_patches.refill_ssm_quota()  # a second later: three puts spent the PutParameter quota (3/s)
     writer.write(queue, '{"shards": 2}')  # and now it knows
     assert writer.read(queue) == '{"shards": 2}'
 
