@@ -30,8 +30,10 @@ format: install
 
 # The main venv (Python 3.11, as in CI) runs the whole suite with Glue 5.0's runtime (Spark 3.5, see the
 # `spark` group in pyproject.toml); tests/spark runs again on Glue 6.0's (Spark 4.1, Python 3.13).
+# SLUICE_IAM_UNUSED_CHECK: the whole suite's AWS calls also judge the roles the other way round: a granted
+# action no call used fails the run (tests/conftest.py, sluice/local/iamcheck.py).
 test: lint
-	$(RUN) pytest -q -p no:cacheprovider --timeout=900
+	SLUICE_IAM_UNUSED_CHECK=1 $(RUN) pytest -q -p no:cacheprovider --timeout=900
 	$(MAKE) test-spark-glue6
 
 # A second venv from the same lock on Python 3.13 (pyenv's if there is one; uv finds or fetches it

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.units import item_size, read_units, write_units
+from sluice.engine.keys import MSG_SK_PREFIX
+from sluice.segmentformat import SEGMENT_PREFIX
 
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
 
@@ -34,12 +36,16 @@ class Tally:
     wcu: float = 0.0
     rcu: float = 0.0
     bytes_written: int = 0
+    batch_item_bytes: int = 0  # batch items written (`M#...`): what the hot tier stores in DynamoDB
+    object_bytes: int = 0  # S3 objects written outside segments (payload tier, overflow bodies)
 
     def add(self, other: Tally) -> None:
         self.calls.update(other.calls)
         self.wcu += other.wcu
         self.rcu += other.rcu
         self.bytes_written += other.bytes_written
+        self.batch_item_bytes += other.batch_item_bytes
+        self.object_bytes += other.object_bytes
 
     @property
     def call_count(self) -> int:
@@ -93,6 +99,9 @@ class Accountant:
         service = model.service_model.service_id.hyphenize()
         self.tally.calls[(service, model.name)] += 1
         self._local.params = params
+        if service == "s3" and model.name == "PutObject" and not params["Key"].startswith(SEGMENT_PREFIX):
+            body = params.get("Body", b"")  # bytes here, or already a stream botocore made of them
+            self.tally.object_bytes += len(body) if isinstance(body, bytes) else len(body.getbuffer())
         if service != "dynamodb" or model.name not in _WRITES:
             self._local.old = 0
             return
@@ -102,13 +111,15 @@ class Accountant:
 
     def _after(self, model: Any, parsed: Any = None, **_kwargs: Any) -> None:
         service = model.service_model.service_id.hyphenize()
+        op = model.name
         if service != "dynamodb":
             return
-        op = model.name
         parsed = parsed or {}
         if op == "PutItem":
             new = item_size(self._last_params.get("Item"))
             self._write(max(new, self._local.old), new)
+            if self._last_params["Item"]["sk"].get("S", "").startswith(MSG_SK_PREFIX):
+                self.tally.batch_item_bytes += new
         elif op == "UpdateItem":
             table, key = self._local.key
             new = self._old_size(table, key)

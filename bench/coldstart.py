@@ -174,11 +174,11 @@ def assessment(result: dict[str, Any]) -> list[str]:
     ]
 
 
-def replace_section(text: str, section: list[str]) -> str:
-    """`text` with its cold-start section (up to the next `## ` heading or `<!-- ` marker of another
-    generated section, such as the twin's) replaced, or appended."""
+def replace_section(text: str, section: list[str], heading: str = HEADING) -> str:
+    """`text` with its section under `heading` (the cold-start one by default; up to the next `## `
+    heading or `<!-- ` marker of another generated section, such as the twin's) replaced, or appended."""
     lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.strip() == HEADING), None)
+    start = next((i for i, line in enumerate(lines) if line.strip() == heading), None)
     if start is None:
         return text.rstrip("\n") + "\n\n" + "\n".join(section).rstrip("\n") + "\n"
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "<!-- "))), len(lines))

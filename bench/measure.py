@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.payloads import EVENTS, RANDOM_10K, RANDOM_200, Payload
+from bench.faces import measure_faces
+from bench.payloads import EVENTS, RANDOM_10K, RANDOM_64K, RANDOM_128K, RANDOM_200, Payload
 from bench.prices import Usage, apigw_requests, billed_gb_seconds
 
 TOKEN = "bench-admin-token"
@@ -30,6 +31,7 @@ class Scenario:
     payload: Payload
     batch: int
     ack_on_pull: bool = False
+    tier: str = "auto"  # the queue's payload_tier; `dynamodb` measures the engine as before the tier
 
     @property
     def label(self) -> str:
@@ -37,12 +39,25 @@ class Scenario:
             "acks on the next pull" if self.ack_on_pull else "ack requests"
         )
 
+    def inline(self) -> Scenario:
+        """The same scenario with every body inline in DynamoDB (payload_tier: dynamodb)."""
+        return Scenario(self.payload, self.batch, self.ack_on_pull, "dynamodb")
 
+
+# Issue 15's rows, then issue 24's: 10 KB at batch 1/10/100, 64 KB at 1/10/50 (a send of 50 is 3.2 MB,
+# Lambda's request holds 6 MB) and Cloudflare's largest message, 128 KB, at 1 and 10.
+_ROWS = (
+    (RANDOM_200, (False, True), (1, 10, 100)),
+    (EVENTS, (False, True), (1, 10, 100)),
+    (RANDOM_10K, (False, True), (1, 10, 100)),
+    (RANDOM_64K, (False, True), (1, 10, 50)),
+    (RANDOM_128K, (False, True), (1, 10)),
+)
 SCENARIOS = tuple(
     Scenario(payload, batch, ack_on_pull)
-    for payload, modes in ((RANDOM_200, (False, True)), (EVENTS, (False, True)), (RANDOM_10K, (False,)))
+    for payload, modes, batches in _ROWS
     for ack_on_pull in modes
-    for batch in (1, 10, 100)
+    for batch in batches
 )
 
 
@@ -86,6 +101,7 @@ class AwsTimer:
     def __init__(self) -> None:
         self.inside = 0.0
         self.calls = 0
+        self.s3_calls = 0
         self._start = 0.0
 
     def attach(self, client: Any) -> None:
@@ -95,9 +111,11 @@ class AwsTimer:
     def _begin(self, **_kwargs: Any) -> None:
         self._start = time.process_time()
 
-    def _end(self, **_kwargs: Any) -> None:
+    def _end(self, model: Any = None, **_kwargs: Any) -> None:
         self.inside += time.process_time() - self._start
         self.calls += 1
+        if model is not None and model.service_model.service_id.hyphenize() == "s3":
+            self.s3_calls += 1
 
 
 @dataclass
@@ -109,7 +127,10 @@ class PhaseFigures:
     rcu: float = 0.0
     cpu_s: float = 0.0  # handler CPU excluding AWS calls
     aws_calls_timed: int = 0
+    s3_calls_timed: int = 0
     request_bytes: list[int] = field(default_factory=list)
+    batch_item_bytes: int = 0
+    object_bytes: int = 0
 
     def per_request(self, value: float) -> float:
         return value / self.requests if self.requests else 0.0
@@ -129,6 +150,7 @@ class Tap:
         self.call.request_bytes.clear()
         aws0 = self.timer.inside if self.timer else 0.0
         calls0 = self.timer.calls if self.timer else 0
+        s3_0 = self.timer.s3_calls if self.timer else 0
         cpu0 = time.process_time()
 
         def count(n: int) -> None:
@@ -139,6 +161,7 @@ class Tap:
         if self.timer:
             fig.cpu_s += cpu - (self.timer.inside - aws0)
             fig.aws_calls_timed += self.timer.calls - calls0
+            fig.s3_calls_timed += self.timer.s3_calls - s3_0
         fig.messages += messages
         fig.requests += 1
         fig.request_bytes += self.call.request_bytes
@@ -147,6 +170,8 @@ class Tap:
             fig.calls.update(t.calls)
             fig.wcu += t.wcu
             fig.rcu += t.rcu
+            fig.batch_item_bytes += t.batch_item_bytes
+            fig.object_bytes += t.object_bytes
 
 
 def run_scenario(call: Handlers, sc: Scenario, total: int, tap: Tap, seed: int) -> dict[str, PhaseFigures]:
@@ -154,7 +179,7 @@ def run_scenario(call: Handlers, sc: Scenario, total: int, tap: Tap, seed: int) 
     an ack request outside the figures: a consumer in steady state always has a next pull."""
     name = f"bench-{sc.batch}-{os.urandom(3).hex()}"
     base = f"/v1/queues/{name}/messages"
-    call("POST", "/v1/queues", {"queue_name": name})
+    call("POST", "/v1/queues", {"queue_name": name, "settings": {"payload_tier": sc.tier}})
     call("POST", base, {"messages": [{"body": "warm", "content_type": "text"}]})
     warm = call("POST", f"{base}/pull", {"batch_size": 1})["messages"]
     call("POST", f"{base}/ack", {"acks": [{"lease_id": m["lease_id"]} for m in warm]})
@@ -220,7 +245,10 @@ def measure_in_process(scenarios: tuple[Scenario, ...] = SCENARIOS) -> dict[Scen
                 p: {
                     "us_per_msg": 1e6 * figs[p].cpu_s / max(1, figs[p].messages),
                     "ms_per_request": 1e3 * figs[p].per_request(figs[p].cpu_s),
-                    "calls_per_request": figs[p].per_request(figs[p].aws_calls_timed),
+                    "calls_per_request": figs[p].per_request(
+                        figs[p].aws_calls_timed - figs[p].s3_calls_timed
+                    ),
+                    "s3_calls_per_request": figs[p].per_request(figs[p].s3_calls_timed),
                 }
                 for p in PHASES
             }
@@ -232,15 +260,26 @@ def usage(figs: dict[str, PhaseFigures], cpu: dict[str, dict[str, float]]) -> Us
     """Per message: units from the units pass, requests and billed duration from both passes."""
     msgs = figs["send"].messages
     gbs = sum(
-        f.requests * billed_gb_seconds(cpu[p]["ms_per_request"], cpu[p]["calls_per_request"])
+        f.requests
+        * billed_gb_seconds(
+            cpu[p]["ms_per_request"], cpu[p]["calls_per_request"], cpu[p].get("s3_calls_per_request", 0.0)
+        )
         for p, f in figs.items()
     )
+
+    def s3(*ops: str) -> float:
+        return sum(f.calls[("s3", op)] for f in figs.values() for op in ops) / msgs
+
     return Usage(
         wru=sum(f.wcu for f in figs.values()) / msgs,
         rru=sum(f.rcu for f in figs.values()) / msgs,
         apigw_requests=sum(apigw_requests(b) for f in figs.values() for b in f.request_bytes) / msgs,
         invocations=sum(f.requests for f in figs.values()) / msgs,
         gb_seconds=gbs / msgs,
+        s3_puts=s3("PutObject", "ListObjectsV2"),
+        s3_gets=s3("GetObject"),
+        hot_item_bytes=sum(f.batch_item_bytes for f in figs.values()) / msgs,
+        hot_object_bytes=sum(f.object_bytes for f in figs.values()) / msgs,
     )
 
 
@@ -264,7 +303,7 @@ def _threads(n: int, work: Any) -> None:
         t.join()
 
 
-def measure_e2e(total: int = 2000, threads: int = 4) -> dict[str, float]:
+def measure_e2e(total: int = 2000, threads: int = 4) -> dict[str, Any]:
     setup_aws_env()
     import boto3
 
@@ -343,6 +382,7 @@ def measure_e2e(total: int = 2000, threads: int = 4) -> dict[str, float]:
         t0 = time.perf_counter()
         _threads(threads, sqs_consume)
         sqs_pull_rate = got[0] / (time.perf_counter() - t0)
+        faces = measure_faces(runtime.url, client, bodies[:10])
         client.close()
     finally:
         runtime.stop()
@@ -353,4 +393,5 @@ def measure_e2e(total: int = 2000, threads: int = 4) -> dict[str, float]:
         "sqs_pull_ack": sqs_pull_rate,
         "total": total,
         "threads": threads,
+        "faces": faces,
     }

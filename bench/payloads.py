@@ -108,5 +108,7 @@ def _extra(rng: random.Random, key: str) -> dict[str, Any]:
 
 RANDOM_200 = Payload("random", "random text 200 B", 200)
 RANDOM_10K = Payload("random", "random text 10 KB", 10 * 1024)
+RANDOM_64K = Payload("random", "random text 64 KB", 64 * 1024)
+RANDOM_128K = Payload("random", "random text 128 KB", 128 * 1024)  # Cloudflare Queues' largest message
 _EVENTS_LABEL = f"JSON events {EVENT_MIN_BYTES} B to {EVENT_MAX_BYTES // 1024} KB"
 EVENTS = Payload("events", _EVENTS_LABEL, EVENT_MAX_BYTES)

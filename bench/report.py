@@ -9,11 +9,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench import coldstart, prices
+from bench import coldstart, faces, prices
 from bench.measure import PHASES, Scenario, mean_body_bytes, usage
-from bench.payloads import EVENTS, RANDOM_200
+from bench.payloads import EVENTS, RANDOM_10K, RANDOM_64K, RANDOM_200
 from sluice.constants import DEFAULT_CAPACITY_MIN_UNITS as MIN_UNITS
 from sluice.constants import DEFAULT_CAPACITY_TARGET_UTILIZATION_PERCENT
+from sluice.engine import tierpolicy
 
 TARGET = DEFAULT_CAPACITY_TARGET_UTILIZATION_PERCENT / 100
 
@@ -30,10 +31,16 @@ def costs(measured: dict[Scenario, dict[str, Any]]) -> dict[Scenario, dict[str, 
             "body": body,
             "on_demand": prices.on_demand_per_million(u),
             "provisioned": prices.provisioned_per_million(u, TARGET),
+            "storage": prices.hot_storage_per_million(u),
+            "express": prices.express_per_million(u),
             "sqs": prices.sqs_per_million(body, sc.batch),
             "cloudflare": prices.cloudflare_per_million(body),
         }
     return out
+
+
+def _tier(c: dict[str, Any]) -> str:
+    return "S3" if c["usage"].s3_puts > 0 else "DynamoDB"
 
 
 def _fmt_calls(calls: Counter[tuple[str, str]], msgs: int) -> str:
@@ -44,7 +51,9 @@ def _acks(sc: Scenario) -> str:
     return "on pull" if sc.ack_on_pull else "request"
 
 
-def render(measured: dict, priced: dict, imports: dict, e2e: dict | None) -> str:
+def render(
+    measured: dict, priced: dict, imports: dict, e2e: dict | None, rest: list[dict] | None = None
+) -> str:
     lines = [
         "# Performance and cost",
         "",
@@ -65,6 +74,8 @@ def render(measured: dict, priced: dict, imports: dict, e2e: dict | None) -> str
         "|---|---:|---|---|---:|---:|---:|---|",
     ]
     for sc, m in measured.items():
+        if sc.tier != "auto":
+            continue
         figs = m["units"]
         msgs = figs["send"].messages
         for p in PHASES:
@@ -84,23 +95,37 @@ def render(measured: dict, priced: dict, imports: dict, e2e: dict | None) -> str
         f"autoscaling holding {TARGET:.0%} utilization (each consumed unit per second paid as {1 / TARGET:.2f} provisioned units).",
         f"API Gateway HTTP API ${prices.APIGW_PRICE * 1e6:.2f}/M requests (each 512 KB counts as one); Lambda",
         f"${prices.LAMBDA_REQUEST_PRICE * 1e6:.2f}/M requests + arm64 ${prices.LAMBDA_GBS_PRICE}/GB-s at {prices.LAMBDA_MEMORY_MB} MB, billed per 1 ms;",
-        f"duration = measured handler CPU per request + {prices.DDB_ROUND_TRIP_MS:g} ms per sequential AWS call (assumed in-region",
-        "latency). Not included: S3 (no overflow bodies at these sizes), SSM (cached, 0 calls in steady",
-        "state), CloudWatch logs, data transfer, storage (hot items expire by TTL), X-Ray (every function",
-        "traces actively: sampled requests are billed per trace recorded) and SnapStart (for Python, a cache",
-        "charge per live version of the broker and consumer and a charge per restore).",
+        f"duration = measured handler CPU per request + {prices.DDB_ROUND_TRIP_MS:g} ms per sequential DynamoDB call and "
+        f"{prices.S3_ROUND_TRIP_MS:g} ms per S3 call (assumed",
+        f"in-region latency). S3 Standard: ${prices.S3_PUT_PRICE * 1e3:g} per 1,000 PUT or LIST, ${prices.S3_GET_PRICE * 1e3:g} per 1,000 GET (the",
+        "payload tier: one object per send, a ranged GET per pull of it; the flush's reads are shard work,",
+        "not in these rows). *Tier*: where `payload_tier: auto` put these sends (sluice/engine/tierpolicy.py).",
+        "*Inline $/M*: the same row measured in the same run with `payload_tier: dynamodb`, i.e. the engine",
+        f"before the tier. *Hot storage*: what the hot tier keeps for the default retention ({prices.RETENTION_SECONDS // 86400} days): batch items",
+        f"at DynamoDB's ${prices.DDB_GB_MONTH}/GB-month until their TTL, payload objects at S3's ${prices.S3_GB_MONTH}/GB-month until their",
+        "lifecycle rule (a day longer); the SQS price includes its storage, so *× SQS stored* compares the",
+        "two with it. Not included: SSM (cached, 0 calls in steady state), CloudWatch logs, data transfer",
+        "(none within a region), segments (at-rest cost), X-Ray (every function traces actively: sampled",
+        "requests are billed per trace recorded) and SnapStart (for Python, a cache charge per live version",
+        "of the broker and consumer and a charge per restore).",
         f"SQS standard: ${prices.SQS_PRICE * 1e6:.2f}/M requests; send, receive and delete in batches of the same size as",
         f"Sluice's (at most {prices.SQS_MAX_BATCH}), each 64 KB of payload one request. Cloudflare Queues: ${prices.CF_PRICE * 1e6:.2f}/M",
         f"operations × {prices.CF_OPS_PER_MESSAGE} per message (per 64 KB).",
         "",
-        "| payload | batch | acks | DynamoDB | API GW | Lambda | **on demand $/M** | × SQS | provisioned $/M | × SQS | SQS $/M | × Cloudflare |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| payload | batch | acks | tier | DynamoDB | S3 | API GW | Lambda | **on demand $/M** | × SQS | inline $/M | hot storage $/M | × SQS stored | provisioned $/M | × SQS | SQS $/M | × Cloudflare |",
+        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for sc, c in priced.items():
+        if sc.tier != "auto":
+            continue
         od, pv = c["on_demand"], c["provisioned"]
+        inline = priced.get(sc.inline())
+        inline_total = f"{inline['on_demand']['total']:.3f}" if inline else "="
+        stored = (od["total"] + c["storage"]) / c["sqs"]
         lines.append(
-            f"| {sc.payload.label} | {sc.batch} | {_acks(sc)} | {od['dynamodb']:.3f} | {od['api_gateway']:.3f} | "
-            f"{od['lambda']:.3f} | **{od['total']:.3f}** | {od['total'] / c['sqs']:.2f} | {pv['total']:.3f} | "
+            f"| {sc.payload.label} | {sc.batch} | {_acks(sc)} | {_tier(c)} | {od['dynamodb']:.3f} | {od['s3']:.3f} | "
+            f"{od['api_gateway']:.3f} | {od['lambda']:.3f} | **{od['total']:.3f}** | {od['total'] / c['sqs']:.2f} | "
+            f"{inline_total} | {c['storage']:.3f} | {stored:.2f} | {pv['total']:.3f} | "
             f"{pv['total'] / c['sqs']:.2f} | {c['sqs']:.3f} | {od['total'] / c['cloudflare']:.2f} |"
         )
     lines += [
@@ -112,6 +137,10 @@ def render(measured: dict, priced: dict, imports: dict, e2e: dict | None) -> str
         "![cost per million messages](img/cost.png)",
         "",
         *_targets(priced),
+        *_tier_targets(priced),
+        REST_START,
+        REST_END,
+        "",
         "## Handler CPU per message (excluding AWS calls)",
         "",
         "`time.process_time()` around each in-process handler invocation, minus the process CPU spent between",
@@ -123,6 +152,8 @@ def render(measured: dict, priced: dict, imports: dict, e2e: dict | None) -> str
         "|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for sc, m in measured.items():
+        if sc.tier != "auto":
+            continue
         c = m["cpu"]
         lines.append(
             f"| {sc.payload.label} | {sc.batch} | {_acks(sc)} | "
@@ -176,6 +207,89 @@ def _targets(priced: dict) -> list[str]:
     ]
 
 
+def _tier_targets(priced: dict) -> list[str]:
+    """Issue 24's targets: large messages at half SQS's price, JSON events at SQS's, no row dearer than the
+    engine without the tier; and, for a miss, the part of the price no payload tier can move."""
+    checks = [
+        (RANDOM_10K, 10, 0.5),
+        (RANDOM_10K, 100, 0.5),
+        (RANDOM_64K, 10, 0.5),
+        (RANDOM_64K, 50, 0.5),
+        (EVENTS, 100, 1.0),
+    ]
+    rows = []
+    for payload, batch, limit in checks:
+        for ack_on_pull in (False, True):
+            c = _find(priced, payload, batch, ack_on_pull)
+            if c is None:
+                continue
+            od, sqs = c["on_demand"], c["sqs"]
+            ratio, stored = od["total"] / sqs, (od["total"] + c["storage"]) / sqs
+            requests = od["api_gateway"] + 1e6 * c["usage"].invocations * prices.LAMBDA_REQUEST_PRICE
+            floor = (requests + (od["dynamodb"] if _tier(c) == "S3" else 0.0)) / sqs
+            verdict = "met" if ratio <= limit else f"missed by {ratio / limit - 1:.0%}"
+            rows.append(
+                f"| {payload.label} | {batch} | {_acks(Scenario(payload, batch, ack_on_pull))} | {_tier(c)} | "
+                f"${od['total']:.3f} | ${sqs:.3f} | {ratio:.2f}× | {stored:.2f}× | {floor:.2f}× | ≤ {limit:g}× | {verdict} |"
+            )
+    dearer = []
+    for sc, c in priced.items():
+        inline = priced.get(sc.inline()) if sc.tier == "auto" else None
+        if inline and c["on_demand"]["total"] > inline["on_demand"]["total"] * 1.02:
+            dearer.append(
+                f"{sc.label}: ${c['on_demand']['total']:.3f} vs ${inline['on_demand']['total']:.3f} inline"
+            )
+    hot = prices.RETENTION_SECONDS
+    return [
+        "## Against the targets (issue 24: the payload tier)",
+        "",
+        "*× SQS stored* adds the hot tier's storage (SQS's price includes its own). *Floor*: API Gateway,",
+        "Lambda's request charge and the DynamoDB writes and reads of the row (in the S3 tier: HEAD, a",
+        "1 KB index item, group state), per message, as a share of SQS's price: what a send and a pull",
+        "cost with the bodies stored for free. A target below it cannot be met by where the bodies go.",
+        "",
+        "| payload | batch | acks | tier | Sluice $/M | SQS $/M | ratio | × SQS stored | floor | target | verdict |",
+        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|",
+        *rows,
+        "",
+        "Rows dearer than the same row with every body inline (more than 2 %, the run-to-run noise of the",
+        "measured CPU): " + ("; ".join(dearer) if dearer else "none") + ".",
+        "",
+        "Where `auto` moves a send to S3 (sluice/engine/tierpolicy.py): once the compressed batch passes",
+        f"{tierpolicy.break_even_bytes(hot, False) // 1024} KB ({tierpolicy.break_even_bytes(86_400, False) // 1024} KB "
+        f"at 1 day's retention, {tierpolicy.break_even_bytes(14 * 86_400, False) // 1024} KB at 14 days, "
+        f"{tierpolicy.break_even_bytes(hot, True) // 1024} KB on a bottomless queue, whose",
+        "items are written twice): there one S3 PUT, two GETs, storage and a 1 KB index item cost at least",
+        f"{tierpolicy.LATENCY_MARGIN:.0%} less than the item's writes and reads, the margin that pays for the S3 call the send waits for.",
+        "",
+        *_express(priced),
+    ]
+
+
+def _express(priced: dict) -> list[str]:
+    """The same S3 traffic on S3 Express One Zone: cheaper requests, but per-GB charges and 4.8 times
+    the storage price (why the stack uses S3 Standard; docs/design.md "Payload tier")."""
+    lines = [
+        "S3 Express One Zone instead of Standard, for the S3-tier rows (requests and per-GB upload and",
+        f"retrieval: ${prices.EXPRESS_PUT_PRICE * 1e3:g} per 1,000 PUT, ${prices.EXPRESS_GET_PRICE * 1e3:g} per 1,000 GET, "
+        f"${prices.EXPRESS_UPLOAD_GB}/GB up, ${prices.EXPRESS_RETRIEVAL_GB}/GB down;",
+        f"storage ${prices.EXPRESS_GB_MONTH}/GB-month):",
+        "",
+        "| payload | batch | acks | S3 Standard requests $/M | Express requests + GB $/M | Standard storage $/M | Express storage $/M |",
+        "|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for sc, c in priced.items():
+        if sc.tier != "auto" or _tier(c) != "S3":
+            continue
+        standard_storage = c["storage"]
+        express_storage = standard_storage * prices.EXPRESS_GB_MONTH / prices.S3_GB_MONTH
+        lines.append(
+            f"| {sc.payload.label} | {sc.batch} | {_acks(sc)} | {c['on_demand']['s3']:.3f} | {c['express']:.3f} | "
+            f"{standard_storage:.3f} | {express_storage:.3f} |"
+        )
+    return [*lines, ""]
+
+
 def _why(priced: dict) -> list[str]:
     """Where the money goes in the target rows (acks on pull): what a miss is made of."""
     big, one = _find(priced, EVENTS, 100, True), _find(priced, EVENTS, 1, True)
@@ -207,6 +321,53 @@ def _why(priced: dict) -> list[str]:
     ]
 
 
+REST_START, REST_END = "<!-- rest:start -->", "<!-- rest:end -->"
+
+
+def replace_section(path: Path, section: str, start: str, end: str) -> None:
+    """Put `section` (its own markers included) between `start` and `end` in the page, the rest kept."""
+    text = path.read_text() if path.exists() else "# Performance and cost\n"
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + section + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text)
+
+
+def render_rest(rows: list[dict]) -> str:
+    """The "Cost at rest" section (bench/rest.py), between REST_START and REST_END."""
+    return "\n".join([REST_START, *_rest(rows), REST_END])
+
+
+def _rest(rows: list[dict]) -> list[str]:
+    fixed = next(r["month"] for r in rows if r["item"].startswith("**fixed total"))
+    coordinator = sum(r["month"] for r in rows if r["item"].startswith("coordinator"))
+    lines = [
+        "## Cost at rest (zero traffic, per region per month)",
+        "",
+        "The whole stack with nothing sent, from the synthesized template (what is deployed) and a measured",
+        "idle run of the coordinator (bench/rest.py: the real handler on moto, on a schedule event, with idle",
+        f"queues; billed duration = handler CPU + {prices.DDB_ROUND_TRIP_MS:g} ms per AWS call, as above). The minute rule",
+        'runs one short pass when no queue is busy (docs/design.md "Coordinator"); the coordinator\'s fixed',
+        f"cost is **${coordinator:.2f}** a month (target ≤ $1), the stack's **${fixed:.2f}**. Prices: us-east-1 list",
+        "prices (bench/prices.py). Free tiers are not subtracted, except where a row says so.",
+        "",
+        "| item | quantity | $ / month | source |",
+        "|---|---|---:|---|",
+    ]
+    lines += [f"| {r['item']} | {r['quantity']} | {r['month']:.2f} | {r['source']} |" for r in rows]
+    lines += [
+        "",
+        "Rows after the total grow with use: queues (each idle queue adds its pass), and stored data. Not",
+        "fixed: API Gateway, DynamoDB requests, S3 requests and Lambda of the functions behind the API are",
+        "paid per request (the tables above). A SnapStart version is cached as long as it is kept: each",
+        "deploy publishes one per function, and every version kept costs the row above again.",
+        "",
+    ]
+    return lines
+
+
 def _imports(imports: dict) -> list[str]:
     """The cold-start section and its budget bullet (bench/coldstart.py measures and words both)."""
     return ["", *coldstart.render(imports), "", *coldstart.assessment(imports), ""]
@@ -227,6 +388,7 @@ def _e2e(e2e: dict) -> list[str]:
         f"| pull + ack | {e2e['pull_ack']:.0f} | {e2e['sqs_pull_ack']:.0f} | "
         f"{e2e['pull_ack'] / e2e['sqs_pull_ack']:.2f} |",
         "",
+        *(faces.render(e2e["faces"], "###") if "faces" in e2e else []),
     ]
 
 

@@ -1,5 +1,7 @@
-# The open Durable Streams server conformance suite (npm, pinned by conformance/package-lock.json).
-# `make test` installs it first; tests/e2e/test_open_streams_conformance.py runs it against `sluice local`.
+# The npm tools the suite runs against `sluice local`, pinned by conformance/package-lock.json: the open
+# Durable Streams server conformance suite (tests/e2e/test_open_streams_conformance.py), the npm
+# `cloudflare` SDK's generations (tests/e2e/test_cloudflare_npm_sdk.py) and `@durable-streams/client`.
+# `make test` installs them first.
 
 CONFORMANCE_DIR := conformance
 

@@ -109,13 +109,12 @@ def cmd_local(args: argparse.Namespace) -> None:
             replication_lag_ms=args.replication_lag_ms,
             extra_env=extra_env,
         )
-        run_until_signalled(
-            deployment,
-            lambda: print(
-                "sluice local ready on " + " ".join(f"{url} ({region})" for url, region in deployment.urls),
-                flush=True,
-            ),
-        )
+
+        def ready() -> None:
+            print("sluice local ready on " + " ".join(f"{u} ({r})" for u, r in deployment.urls), flush=True)
+            print(f"console: {deployment.urls[0][0]}{c.CONSOLE_PATH}", file=sys.stderr, flush=True)
+
+        run_until_signalled(deployment, ready)
         return
     runtime = LocalRuntime(
         host=args.host,
@@ -124,7 +123,12 @@ def cmd_local(args: argparse.Namespace) -> None:
         time_scale=args.time_scale,
         extra_env=extra_env,
     )
-    run_until_signalled(runtime, lambda: print(f"sluice local ready on {runtime.url}", flush=True))
+
+    def ready_one() -> None:
+        print(f"sluice local ready on {runtime.url}", flush=True)
+        print(f"console: {runtime.url}{c.CONSOLE_PATH}", file=sys.stderr, flush=True)
+
+    run_until_signalled(runtime, ready_one)
 
 
 # --- tokens ---------------------------------------------------------------------------------------------
@@ -134,7 +138,11 @@ def cmd_token_create(args: argparse.Namespace) -> None:
     """With an admin SLUICE_TOKEN: over HTTP. Without one (the first token): straight into the control
     table named by SLUICE_CONTROL_TABLE etc., with the caller's AWS credentials."""
     if args.token or os.environ.get("SLUICE_TOKEN"):
-        _emit(args, _client(args).create_token(args.queue, args.scope))
+        client = _client(args)
+        created = client.create_token(args.queue, args.scope, args.expires_in)
+        if args.sqs:
+            created |= client.issue_access_key(created["token_id"])
+        _emit(args, created)
         return
     from sluice.service import Sluice
     from sluice.settings import Settings
@@ -147,8 +155,15 @@ def cmd_token_create(args: argparse.Namespace) -> None:
             f"{c.ENV_CONTROL_TABLE}, {c.ENV_SHARD_TABLES}, {c.ENV_SEGMENT_BUCKET}, {c.ENV_SHARD_MAP_PREFIX}"
             "); see docs/deploy.md"
         )
-    token_id, token = Sluice.from_settings(settings).tokens.create(args.queue, args.scope)
-    _emit(args, {"token_id": token_id, "token": token, "queue": args.queue, "scopes": args.scope})
+    engine = Sluice.from_settings(settings)
+    expires = None if args.expires_in is None else engine.tokens.expiry_after(args.expires_in)
+    token_id, token = engine.tokens.create(args.queue, args.scope, expires_ms=expires)
+    created = {"token_id": token_id, "token": token, "queue": args.queue, "scopes": args.scope}
+    created["expires_on"] = expires
+    if args.sqs:
+        access_key_id, secret = engine.access_keys.issue(token_id)
+        created |= {"access_key_id": access_key_id, "secret_access_key": secret}
+    _emit(args, created)
 
 
 def cmd_token_list(args: argparse.Namespace) -> None:
@@ -483,6 +498,10 @@ def build_parser() -> argparse.ArgumentParser:
     create = http(token_sub.add_parser("create"))
     create.add_argument("--queue", required=True, help="queue name, or * for all queues")
     create.add_argument("--scope", action="append", required=True, choices=["read", "write", "admin"])
+    create.add_argument("--expires-in", type=int, metavar="SECONDS", help="refused after this long")
+    create.add_argument(
+        "--sqs", action="store_true", help="also issue an access key id and secret for the SQS face (SigV4)"
+    )
     create.set_defaults(func=cmd_token_create)
     http(token_sub.add_parser("list")).set_defaults(func=cmd_token_list)
     revoke = http(token_sub.add_parser("revoke"))

@@ -14,13 +14,15 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 import urllib3
 
 from sluice.producer import BatchingProducer
-from sluice.webhooks import JWKS_PATH, WebhookVerifier
+
+if TYPE_CHECKING:  # sluice.webhooks imports pydantic (via sluice.leases): the Glue jobs' client must not
+    from sluice.webhooks import WebhookVerifier
 
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 
@@ -239,6 +241,11 @@ class SluiceClient:
     def retry(self, queue: str, lease_ids: Iterable[str], delay_seconds: int | None = None) -> dict[str, Any]:
         return self.ack(queue, [], [(lease, delay_seconds) for lease in lease_ids])
 
+    def peek(self, queue: str, batch_size: int = 5, consumer_group: str = "default") -> list[dict[str, Any]]:
+        """Up to `batch_size` unacked messages of a group, without leasing them or counting a delivery."""
+        body = {"batch_size": batch_size, "consumer_group": consumer_group}
+        return self.request("POST", f"/v1/queues/{quote(queue)}/messages/peek", body)["messages"]
+
     def extend(self, queue: str, lease_ids: Iterable[str], visibility_timeout_ms: int) -> dict[str, Any]:
         body = {"lease_ids": list(lease_ids), "visibility_timeout_ms": visibility_timeout_ms}
         return self.request("POST", f"/v1/queues/{quote(queue)}/messages/lease", body)
@@ -318,9 +325,19 @@ class SluiceClient:
 
     # --- tokens ---------------------------------------------------------------------------------------
 
-    def create_token(self, queue: str, scopes: Iterable[str]) -> dict[str, Any]:
-        """A token for `queue` (or `*`); the secret is in the answer only."""
-        return self.request("POST", "/v1/tokens", {"queue": queue, "scopes": list(scopes)})
+    def create_token(
+        self, queue: str, scopes: Iterable[str], expires_in_seconds: int | None = None
+    ) -> dict[str, Any]:
+        """A token for `queue` (or `*`), refused after `expires_in_seconds` when given; the secret is in
+        the answer only."""
+        body: dict[str, Any] = {"queue": queue, "scopes": list(scopes)}
+        if expires_in_seconds is not None:
+            body["expires_in_seconds"] = expires_in_seconds
+        return self.request("POST", "/v1/tokens", body)
+
+    def issue_access_key(self, token_id: str) -> dict[str, Any]:
+        """SQS credentials (access key id, secret access key) acting as the token; shown once."""
+        return self.request("POST", f"/v1/tokens/{quote(token_id)}/access-key")
 
     def list_tokens(self) -> Any:
         return self.request("GET", "/v1/tokens")
@@ -345,6 +362,8 @@ class SluiceClient:
 
     def webhook_keys(self) -> dict[str, Any]:
         """The deployment's JWKS document: the public keys that verify webhook deliveries (no token)."""
+        from sluice.webhooks import JWKS_PATH  # on first use: the Glue jobs ship this SDK without pydantic
+
         resp = self._http.request("GET", self.base_url + JWKS_PATH, timeout=self._timeout)
         if resp.status != 200:
             raise SluiceApiError(resp.status, None, f"GET {JWKS_PATH} answered {resp.status}")
@@ -357,6 +376,8 @@ class SluiceClient:
         Pass the request's headers and its raw body (before parsing). Returns on success, raises
         `sluice.webhooks.WebhookVerificationError` otherwise (answer 4xx: Sluice retries only on its own
         deliveries). The keys are fetched once and again when a signature needs a key not yet cached."""
+        from sluice.webhooks import WebhookVerifier
+
         if self._webhooks is None:
             self._webhooks = WebhookVerifier(self.webhook_keys)
         self._webhooks.verify(headers, body)

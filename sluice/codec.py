@@ -39,6 +39,12 @@ class StoredMessage:
     attributes: dict[str, str] = field(default_factory=dict)
     visible_at_ms: int = 0
     overflow_key: str | None = None  # body too big for an item: it lives in S3 under this key
+    payload_len: int | None = None  # body in the batch's payload-tier object (sluice.engine.payloads)
+
+    @property
+    def body_size(self) -> int:
+        """The body's length, whether it is here or in S3 (a tier index entry holds only its length)."""
+        return len(self.body) if self.payload_len is None else self.payload_len
 
 
 def _varint(n: int) -> bytes:
@@ -73,6 +79,8 @@ def _header(msg: StoredMessage) -> bytes:
         head["v"] = msg.visible_at_ms
     if msg.overflow_key:
         head["o"] = msg.overflow_key
+    if msg.payload_len is not None:
+        head["l"] = msg.payload_len
     return json.dumps(head, separators=(",", ":"), ensure_ascii=False).encode() if head else b""
 
 
@@ -115,6 +123,7 @@ def decode_batch(blob: bytes) -> Iterator[StoredMessage]:
             attributes=head.get("a", {}),
             visible_at_ms=head.get("v", 0),
             overflow_key=head.get("o"),
+            payload_len=head.get("l"),
         )
 
 

@@ -15,7 +15,6 @@ ENV_CONTROL_TABLE: Final = "SLUICE_CONTROL_TABLE"
 ENV_SHARD_TABLES: Final = "SLUICE_SHARD_TABLES"  # comma-separated table names, index = table slot
 ENV_SEGMENT_BUCKET: Final = "SLUICE_SEGMENT_BUCKET"
 ENV_SHARD_MAP_PREFIX: Final = "SLUICE_SHARD_MAP_PREFIX"  # SSM path; one parameter per queue below it
-ENV_SHARD_MAP_TTL: Final = "SLUICE_SHARD_MAP_TTL_SECONDS"
 ENV_TOKEN_CACHE_TTL: Final = "SLUICE_TOKEN_CACHE_TTL_SECONDS"
 ENV_AWS_ENDPOINT_URL: Final = "SLUICE_AWS_ENDPOINT_URL"  # moto server in the local runtime
 ENV_STAGE: Final = "SLUICE_STAGE"
@@ -24,6 +23,8 @@ ENV_LEASE_KEY_CACHE_TTL: Final = "SLUICE_LEASE_KEY_CACHE_TTL_SECONDS"
 ENV_ADMIN_TOKEN: Final = "SLUICE_ADMIN_TOKEN"
 ENV_CONSUMER_FUNCTION: Final = "SLUICE_CONSUMER_FUNCTION"  # push workers started by the coordinator
 ENV_SHARD_FUNCTION: Final = "SLUICE_SHARD_FUNCTION"  # flush/compaction work started by the coordinator
+ENV_COORDINATOR_FUNCTION: Final = "SLUICE_COORDINATOR_FUNCTION"  # brokers wake it when shards throttle
+MAX_REGIONS: Final = 30  # regions one shard map may span (sluice/engine/mapdoc.py: 3 codes per region)
 # Coordinator tuning (docs/design.md "Coordinator"); all optional, defaults in engine/coordinator/config.py.
 ENV_COORDINATOR_LOOP_SECONDS: Final = "SLUICE_COORDINATOR_LOOP_SECONDS"  # keep deciding this long per run
 ENV_COORDINATOR_PERIOD_SECONDS: Final = "SLUICE_COORDINATOR_PERIOD_SECONDS"  # between passes in a run
@@ -99,6 +100,11 @@ TTL_ATTRIBUTE: Final = "exp"
 # Segment bucket: bodies too large for a DynamoDB item (`sluice.engine.keys.overflow_key`); the stack
 # expires them and grants writes on this prefix only. Segment keys: `sluice.segmentformat.segment_key`.
 OVERFLOW_PREFIX: Final = "overflow/"
+# Segment bucket: payload-tier objects, the bodies of one send each (`sluice.engine.payloads`). Each is
+# tagged with the days it must live; the stack expires `PAYLOAD_PREFIX` objects by that tag.
+PAYLOAD_PREFIX: Final = "payload/"
+PAYLOAD_DAYS_TAG: Final = "sluice-days"
+PAYLOAD_MAX_DAYS: Final = 15  # the hot tier's 14 days, plus the day S3 rounds expiration up to
 
 # Logical ids in the synthesized template; the local runtime finds resources by these.
 LOGICAL_CONTROL_TABLE: Final = "ControlTable"
@@ -175,6 +181,12 @@ READ, WRITE, ADMIN = "read", "write", "admin"
 NATIVE, STREAMS = "native", "streams"  # faces: how errors are rendered (envelope, or {"error": ...})
 CLOUDFLARE = "cloudflare"  # the envelope too; `{queue_id}` may be a queue's 32-hex id or its name
 OPEN_STREAMS = "open-streams"  # the open Durable Streams protocol: raw bodies, plain-text errors
+CONSOLE = "console"  # the browser console's files: not an API operation, no token (the page signs in)
+SQS = "sqs"  # Amazon SQS's JSON 1.0 and query protocols at the root: SigV4, SQS's error shapes
+# The account id in the SQS face's queue URLs (`<base>/000000000000/<queue>`) and ARNs: a fixed literal, as
+# ElasticMQ and LocalStack use, so the queue-URL route is `POST /000000000000/{queue}` and never shadows
+# another face's two-segment paths (API Gateway prefers a non-greedy match such as `/{a}/{b}`).
+SQS_ACCOUNT_ID: Final = "000000000000"
 
 
 @dataclass(frozen=True)
@@ -206,24 +218,27 @@ _CF_Q = f"{_CF_QUEUES}/{{queue_id}}"
 _CF = CLOUDFLARE
 _OSP = "path"
 OPEN_STREAM_ROUTE_PREFIX: Final = "/v1/stream/"
+CONSOLE_PATH: Final = "/console"
 _OPEN_STREAM = OPEN_STREAM_ROUTE_PREFIX + "{path+}"
 
 ROUTES: Final[tuple[Route, ...]] = (
     # Queue administration, tokens and operations: the broker (control-plane writes are rare).
     Route("POST", "/v1/queues", FN_BROKER, (ADMIN,)),
-    Route("GET", "/v1/queues", FN_BROKER, (ADMIN,)),
+    Route("GET", "/v1/queues", FN_BROKER, (READ,)),  # a token bound to one queue lists that one
     Route("GET", _V1_Q, FN_BROKER, (READ,), _QP),
     Route("PATCH", _V1_Q, FN_BROKER, (ADMIN,), _QP),
     Route("DELETE", _V1_Q, FN_BROKER, (ADMIN,), _QP),
     Route("POST", "/v1/tokens", FN_BROKER, (ADMIN,)),
     Route("GET", "/v1/tokens", FN_BROKER, (ADMIN,)),
     Route("DELETE", "/v1/tokens/{token_id}", FN_BROKER, (ADMIN,)),
+    Route("POST", "/v1/tokens/{token_id}/access-key", FN_BROKER, (ADMIN,)),
     # Sending.
     Route("POST", f"{_V1_Q}/messages", FN_BROKER, (WRITE,), _QP),
     # Pull consumers: acks change state, so they need write too (as Cloudflare's pull consumers do).
     Route("POST", f"{_V1_Q}/messages/pull", FN_CONSUMER, (READ,), _QP),
     Route("POST", f"{_V1_Q}/messages/ack", FN_CONSUMER, (READ, WRITE), _QP),
     Route("POST", f"{_V1_Q}/messages/lease", FN_CONSUMER, (READ, WRITE), _QP),
+    Route("POST", f"{_V1_Q}/messages/peek", FN_CONSUMER, (READ,), _QP),
     # Queue semantics: consumer groups, operations and metrics (broker), the Cloudflare Queues face.
     Route("POST", f"{_V1_Q}/consumer-groups", FN_BROKER, (ADMIN,), _QP),
     Route("GET", f"{_V1_Q}/consumer-groups", FN_BROKER, (READ,), _QP),
@@ -275,6 +290,11 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("POST", _OPEN_STREAM, FN_BROKER, (WRITE,), _OSP, OPEN_STREAMS),
     Route("DELETE", _OPEN_STREAM, FN_BROKER, (ADMIN,), _OSP, OPEN_STREAMS),
     Route("OPTIONS", _OPEN_STREAM, FN_BROKER, (), None, OPEN_STREAMS),
+    # The SQS face: every action on `POST /` (JSON 1.0 and query protocol) and on a queue's URL (query
+    # protocol clients post there). SigV4 is verified by the face itself (the signature covers the
+    # body), and each action's scope is checked against the queue it names: no token gate here.
+    Route("POST", "/", FN_BROKER, (), None, SQS),
+    Route("POST", f"/{SQS_ACCOUNT_ID}/{{queue_name}}", FN_BROKER, (), None, SQS),
     # Push consumers (coordinator area): admin, served by the broker.
     # The public keys that verify signed webhook deliveries (JWKS): public, so no token.
     Route("GET", "/v1/webhooks/jwks", FN_CONSUMER, ()),
@@ -282,6 +302,10 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("GET", f"{_V1_Q}/consumers", FN_BROKER, (ADMIN,), _QP),
     Route("GET", f"{_V1_Q}/consumers/{{consumer_id}}", FN_BROKER, (ADMIN,), _QP),
     Route("DELETE", f"{_V1_Q}/consumers/{{consumer_id}}", FN_BROKER, (ADMIN,), _QP),
+    # The browser console: the page at CONSOLE_PATH, its modules and stylesheet one level below (no token:
+    # the page asks for one and calls the routes above with it).
+    Route("GET", CONSOLE_PATH, FN_BROKER, (), None, CONSOLE),
+    Route("GET", f"{CONSOLE_PATH}/{{asset}}", FN_BROKER, (), None, CONSOLE),
 )
 # The functions behind the HTTP API run with SnapStart, which applies only to published versions: the
 # API invokes them through this alias (on the newest version), never $LATEST.

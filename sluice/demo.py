@@ -3,12 +3,14 @@
 Prints a summary: sent, received, duplicates, backlog, and msg/s for sending and for pull+ack.
 `--consumer spark` consumes with the Glue/EMR pull-consumer job (glue_jobs/pull_consumer.py, run as a
 local Spark job in a subprocess, so this module never imports pyspark); without pyspark or Java it
-falls back to the thread consumers.
+falls back to the thread consumers. It prints the console's URL and token; `--serve` keeps the runtime
+(and so the console) up after the summary until Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -24,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from tqdm import tqdm
 
 from sluice.client import SluiceClient
+from sluice.constants import CONSOLE_PATH
 from sluice.local.runtime import LocalRuntime
 
 
@@ -50,7 +53,12 @@ def consume_with_spark(url: str, token: str, queue: str, consumers: int) -> dict
 
 
 def run(
-    messages: int, producers: int, consumers: int, batch_size: int, consumer: str = "threads"
+    messages: int,
+    producers: int,
+    consumers: int,
+    batch_size: int,
+    consumer: str = "threads",
+    serve: bool = False,
 ) -> dict[str, float]:
     token = "demo-" + secrets.token_hex(8)
     runtime = LocalRuntime(port=0, admin_token=token)
@@ -61,6 +69,7 @@ def run(
         queue = "demo"
         client.create_queue(queue, visibility_timeout_ms=30_000)
         print(f"sluice local ready on {runtime.url}; queue {queue!r} created", flush=True)
+        print(f"console (while the demo runs): {runtime.url}{CONSOLE_PATH}  token: {token}", flush=True)
 
         batches = [
             [{"body": {"n": n, "payload": "x" * 150}} for n in range(start, min(messages, start + 100))]
@@ -123,13 +132,17 @@ def run(
             "send_msg_per_s": messages / send_seconds,
             "pull_ack_msg_per_s": len(received) / pull_seconds,
         }
+        print(
+            "\nsummary: sent={sent} received={received} duplicates={duplicates} backlog={backlog} "
+            "send={send_msg_per_s:.0f} msg/s pull+ack={pull_ack_msg_per_s:.0f} msg/s".format(**summary)
+        )
+        if serve:
+            print(f"serving the console at {runtime.url}{CONSOLE_PATH} until Ctrl-C", flush=True)
+            with contextlib.suppress(KeyboardInterrupt):
+                threading.Event().wait()
     finally:
         client.close()
         runtime.stop()
-    print(
-        "\nsummary: sent={sent} received={received} duplicates={duplicates} backlog={backlog} "
-        "send={send_msg_per_s:.0f} msg/s pull+ack={pull_ack_msg_per_s:.0f} msg/s".format(**summary)
-    )
     return summary
 
 
@@ -142,12 +155,13 @@ def main() -> None:
     parser.add_argument(
         "--consumer", choices=["threads", "spark"], default="threads", help="spark: the Glue/EMR job, locally"
     )
+    parser.add_argument("--serve", action="store_true", help="keep the console up after the summary")
     args = parser.parse_args()
     consumer = args.consumer
     if consumer == "spark" and not spark_available():
         print("pyspark or Java not available: consuming with threads instead", flush=True)
         consumer = "threads"
-    summary = run(args.messages, args.producers, args.consumers, args.batch_size, consumer)
+    summary = run(args.messages, args.producers, args.consumers, args.batch_size, consumer, args.serve)
     ok = summary["received"] == summary["sent"] and summary["duplicates"] == 0 and summary["backlog"] == 0
     raise SystemExit(0 if ok else 1)
 

@@ -1,7 +1,8 @@
 """Events between functions: what one sends and the other parses, one model for both sides.
 
 - `CoordinatorEvent`: the EventBridge schedule -> coordinator (the rule's target input, built from this
-  model by `stacks/schedule.py`; `sluice local` reads that input back from the template).
+  model by `stacks/schedule.py`; `sluice local` reads that input back from the template); also a
+  broker -> coordinator wake when shards throttle (`sluice.engine.wake`).
 - `ShardWorkEvent`: coordinator -> shard function (what to do, on which queue and shards).
 - `PushWorkerEvent`: coordinator -> consumer function (run one push-delivery worker slot).
 
@@ -43,6 +44,8 @@ class CoordinatorEvent(_Sent):
     kind: Literal["coordinator.run"] = "coordinator.run"
     loop_seconds: float | None = Field(None, ge=0, le=900)
     period_seconds: float | None = Field(None, gt=0, le=900)
+    # Set by a broker that saw its shards throttled (sluice/engine/wake.py): the queue, for the log.
+    woken_by: str | None = Field(None, max_length=64)
 
 
 class ShardWorkEvent(_Sent):

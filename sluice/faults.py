@@ -28,12 +28,16 @@ _armed: set[str] = set()
 
 # Named crash points (docs/design.md "Fault points" lists where each is placed).
 PUBLISH_AFTER_ALLOCATE = "publish.after_allocate"  # between the head allocation and the batch put
+TIER_AFTER_PUT = "tier.after_put"  # between a payload-tier object's S3 PUT and its index items' write
+PUBLISH_AFTER_WRITE = "publish.after_write"  # between the last batch item write and the send's answer
 DLQ_AFTER_WRITE = "dlq.after_write"  # between the DLQ publish and the state commit that drops it
 REDRIVE_AFTER_WRITE = "redrive.after_write"  # between the publish to the source and the DLQ ack
 SEGMENT_AFTER_UPLOAD = "segment.after_upload"  # between the S3 segment upload and its index commit
 COORDINATOR_AFTER_MAP_WRITE = "coordinator.after_map_write"  # between the map write and the SSM mirror
 CRASH_POINTS = (
     PUBLISH_AFTER_ALLOCATE,
+    TIER_AFTER_PUT,
+    PUBLISH_AFTER_WRITE,
     DLQ_AFTER_WRITE,
     REDRIVE_AFTER_WRITE,
     SEGMENT_AFTER_UPLOAD,

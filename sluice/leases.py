@@ -49,13 +49,24 @@ class Lease:
 @dataclass(frozen=True)
 class LeaseKeyring:
     """The secret's value. The stack generates `{"current_id": 1, "current": "<random>"}`; rotations
-    add `previous`, `previous_id` and `retired_ms` (when `previous` stopped signing)."""
+    add `previous`, `previous_id` and `retired_ms` (when `previous` stopped signing) and `access_root`.
+
+    `access_root` is the key SQS access-key secrets are derived from (sluice/engine/accesskeys.py). It
+    must outlive rotations (a rotation would otherwise change every issued secret): until the first
+    rotation it is derived from the first key, and a rotation writes that value into the document."""
 
     current_id: int
     current: str
     previous_id: int | None = None
     previous: str | None = None
     retired_ms: int = 0
+    access_root: str | None = None
+
+    @property
+    def access_key_root(self) -> bytes:
+        if self.access_root is not None:
+            return self.access_root.encode()
+        return hmac.new(self.current.encode(), b"sluice access keys", hashlib.sha256).hexdigest().encode()
 
     @classmethod
     def parse(cls, text: str) -> LeaseKeyring:
@@ -66,12 +77,15 @@ class LeaseKeyring:
             previous_id=None if doc.get("previous_id") is None else int(doc["previous_id"]),
             previous=doc.get("previous"),
             retired_ms=int(doc.get("retired_ms", 0)),
+            access_root=doc.get("access_root"),
         )
 
     def to_json(self) -> str:
         doc = {"current_id": self.current_id, "current": self.current}
         if self.previous is not None:
             doc |= {"previous_id": self.previous_id, "previous": self.previous, "retired_ms": self.retired_ms}
+        if self.access_root is not None:
+            doc["access_root"] = self.access_root
         return json.dumps(doc)
 
     def rotated(self, now_ms: int) -> LeaseKeyring:
@@ -83,6 +97,7 @@ class LeaseKeyring:
             previous_id=self.current_id,
             previous=self.current,
             retired_ms=now_ms,
+            access_root=self.access_key_root.decode(),
         )
 
     def key(self, key_id: int, now_ms: int) -> bytes | None:

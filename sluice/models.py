@@ -15,6 +15,9 @@ QUEUE_ID_RE = re.compile(r"^[0-9a-f]{32}$")  # Cloudflare-style queue ids
 
 MAX_BATCH_MESSAGES = 100
 MAX_REQUEST_BYTES = 1024 * 1024
+# A native send: 4 MiB of bodies, so 50 messages of 64 KB travel in one request. Lambda takes 6 MB per
+# synchronous event, which 4 MiB of `bytes` bodies (base64 on the wire, 5.6 MB) still fits.
+MAX_SEND_BYTES = 4 * 1024 * 1024
 MAX_PULL_BATCH = 100
 MAX_VISIBILITY_MS = 43_200_000
 MAX_DELAY_SECONDS = 86_400
@@ -51,6 +54,8 @@ class QueueSettings(BaseModel):
     min_shards: int = Field(1, ge=1, le=256)
     max_shards: int = Field(64, ge=1, le=256)
     max_message_bytes: int = Field(131_072, ge=1, le=1_048_576)
+    # Where a send's bodies go: `auto` by price (sluice.engine.tierpolicy), or always one tier.
+    payload_tier: Literal["auto", "dynamodb", "s3"] = "auto"
 
     @model_validator(mode="after")
     def _check(self) -> QueueSettings:

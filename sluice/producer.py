@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from sluice.client import SluiceClient
 
 MAX_BATCH_MESSAGES = 100  # the API's limit per send request
-MAX_BATCH_BYTES = 1_000_000  # under the API's 1 MiB per request, counted as JSON (bodies are no larger)
+MAX_BATCH_BYTES = 4_000_000  # under the native API's 4 MiB per send, counted as JSON (bodies are no larger)
 
 
 @dataclass

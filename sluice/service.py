@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cached_property
 
+from sluice.engine.accesskeys import AccessKeys
 from sluice.engine.auth import TokenStore
 from sluice.engine.backend import Backend
 from sluice.engine.clock import SYSTEM, Clock
 from sluice.engine.consume import Consumer
 from sluice.engine.durable import DurableStreams
 from sluice.engine.groups import ConsumerGroups
+from sluice.engine.invoker import Invoker
 from sluice.engine.openstreams import OpenStreams
 from sluice.engine.operations import Operations
 from sluice.engine.publish import Publisher
@@ -18,6 +20,7 @@ from sluice.engine.push import ConsumerStore, Pusher
 from sluice.engine.queues import MirrorReader, QueueDirectory, QueueRegistry
 from sluice.engine.shardwork import ShardWorker
 from sluice.engine.streams import StreamReader
+from sluice.engine.wake import Waker
 from sluice.leases import KeyringSource, LeaseSigner
 from sluice.settings import Settings
 from sluice.webhooks import WebhookSigner
@@ -26,8 +29,8 @@ from sluice.webhooks import WebhookSigner
 class Sluice:
     """Wires the engine parts over one Backend.
 
-    `read_mirror` is how hot paths read queue documents: Lambdas pass a cached SSM reader (Powertools
-    parameters); without one, reads go to SSM every time (tools and tests). `read_lease_keys(force)`
+    Queue documents are read from the SSM mirror (`read_mirror`, default the backend's) and kept by the
+    directory for the life of the object (sluice/engine/queues.py `QueueDirectory`). `read_lease_keys(force)`
     reads the lease-key secret: Lambdas pass Powertools' SecretsProvider; without one, the backend's
     own reader (cached for `lease_key_cache_ttl_seconds`).
     """
@@ -37,10 +40,12 @@ class Sluice:
         backend: Backend,
         read_mirror: MirrorReader | None = None,
         read_lease_keys: Callable[[bool], str] | None = None,
+        invoker: Invoker | None = None,
     ) -> None:
         self.backend = backend
-        self._read_mirror = read_mirror or (lambda name, _force: backend.mirror.read(name))
+        self._read_mirror = read_mirror
         self._read_lease_keys = read_lease_keys or backend.lease_secret.read
+        self.invoker = invoker  # starts other functions (Lambda Event invokes): the throttle wake
 
     @classmethod
     def from_settings(
@@ -49,8 +54,9 @@ class Sluice:
         read_mirror: MirrorReader | None = None,
         clock: Clock | Callable[[], int] = SYSTEM,
         read_lease_keys: Callable[[bool], str] | None = None,
+        invoker: Invoker | None = None,
     ) -> Sluice:
-        return cls(Backend.from_settings(settings, clock), read_mirror, read_lease_keys)
+        return cls(Backend.from_settings(settings, clock), read_mirror, read_lease_keys, invoker)
 
     @cached_property
     def queues(self) -> QueueRegistry:
@@ -62,7 +68,11 @@ class Sluice:
 
     @cached_property
     def publisher(self) -> Publisher:
-        return Publisher(self.backend, self.directory)
+        return Publisher(self.backend, self.directory, self.waker)
+
+    @cached_property
+    def waker(self) -> Waker:
+        return Waker(self.backend, self.invoker, self.backend.settings.coordinator_function)
 
     @cached_property
     def lease_keys(self) -> KeyringSource:
@@ -72,6 +82,11 @@ class Sluice:
     def consumer(self) -> Consumer:
         signer = LeaseSigner(self.lease_keys, self.backend.clock)
         return Consumer(self.backend, self.directory, self.publisher, signer)
+
+    @cached_property
+    def access_keys(self) -> AccessKeys:
+        """SQS access keys; their secrets derive from the lease keys' access root (engine/accesskeys.py)."""
+        return AccessKeys(self.backend, self.lease_keys, self.backend.settings.token_cache_ttl_seconds)
 
     @cached_property
     def webhook_signer(self) -> WebhookSigner:

@@ -58,13 +58,13 @@ class Settings(BaseModel):
     shard_tables: list[str] = Field(min_length=1)
     segment_bucket: str
     shard_map_prefix: str
-    shard_map_ttl_seconds: float = 5.0
     token_cache_ttl_seconds: float = 30.0
     aws_endpoint_url: str | None = None
     stage: str = c.DEFAULT_STAGE
     lease_key_secret: str | None = None  # needed by whatever signs or verifies lease ids
     lease_key_cache_ttl_seconds: float = 60.0
     lambda_endpoint_url: str | None = None  # the local runtime serves Lambda Invoke; None: AWS
+    coordinator_function: str | None = None  # what a throttled broker wakes (sluice/engine/wake.py)
     allow_local_webhooks: bool = False  # http://127.0.0.1 push targets: `sluice local` only
     open_stream_prefix: str = ""  # open-protocol paths served without a token ("*": all; "": none)
     coordinator: CoordinatorSettings = Field(default_factory=CoordinatorSettings)
@@ -118,7 +118,6 @@ class Settings(BaseModel):
             c.ENV_SHARD_TABLES: ",".join(self.shard_tables),
             c.ENV_SEGMENT_BUCKET: self.segment_bucket,
             c.ENV_SHARD_MAP_PREFIX: self.shard_map_prefix,
-            c.ENV_SHARD_MAP_TTL: str(self.shard_map_ttl_seconds),
             c.ENV_TOKEN_CACHE_TTL: str(self.token_cache_ttl_seconds),
             c.ENV_STAGE: self.stage,
             c.ENV_LEASE_KEY_CACHE_TTL: str(self.lease_key_cache_ttl_seconds),
@@ -141,13 +140,13 @@ _ENV = {
     "shard_tables": c.ENV_SHARD_TABLES,
     "segment_bucket": c.ENV_SEGMENT_BUCKET,
     "shard_map_prefix": c.ENV_SHARD_MAP_PREFIX,
-    "shard_map_ttl_seconds": c.ENV_SHARD_MAP_TTL,
     "token_cache_ttl_seconds": c.ENV_TOKEN_CACHE_TTL,
     "aws_endpoint_url": c.ENV_AWS_ENDPOINT_URL,
     "stage": c.ENV_STAGE,
     "lease_key_secret": c.ENV_LEASE_KEY_SECRET,
     "lease_key_cache_ttl_seconds": c.ENV_LEASE_KEY_CACHE_TTL,
     "lambda_endpoint_url": c.ENV_LAMBDA_ENDPOINT_URL,
+    "coordinator_function": c.ENV_COORDINATOR_FUNCTION,
     "allow_local_webhooks": c.ENV_ALLOW_LOCAL_WEBHOOKS,
     "open_stream_prefix": c.ENV_OPEN_STREAM_PREFIX,
     "regions": c.ENV_REGIONS,

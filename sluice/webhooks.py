@@ -21,7 +21,8 @@ receiver's cache of the document; a receiver that meets a signature none of its 
 fetches the document again once (`WebhookVerifier`).
 
 `cryptography` (in the Powertools layer Lambda runs with) is imported on first use only: functions that
-never push to a webhook do not pay for it at cold start.
+never push to a webhook do not pay for it at cold start. The receiver's side imports nothing but the
+standard library until it verifies (the SDK runs on Glue executors, which have no pydantic).
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sluice.leases import PREVIOUS_KEY_VALID_MS, KeyringSource, LeaseKeyring
-
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+    from sluice.leases import KeyringSource
 
 HEADER_ID = "webhook-id"
 HEADER_TIMESTAMP = "webhook-timestamp"
@@ -110,7 +111,9 @@ class WebhookSigner:
     def jwks(self) -> dict[str, Any]:
         """The public keys a receiver accepts: the current key and, while it still verifies leases, the
         previous one."""
-        ring: LeaseKeyring = self._keys.get()
+        from sluice.leases import PREVIOUS_KEY_VALID_MS
+
+        ring = self._keys.get()
         keys = [_jwk(ring.current_id, self._key(ring.current))]
         live = ring.previous and self._clock() < ring.retired_ms + PREVIOUS_KEY_VALID_MS
         if live and ring.previous and ring.previous_id is not None:

@@ -1,35 +1,45 @@
-"""Least-privilege grants, one function at a time. Each grant names only Sluice's own resources.
+"""Least-privilege grants, one function at a time: each function gets the actions its code calls (the IAM
+call audit of the test suite records them, and `make test` fails on a grant no call used:
+`sluice/local/iamcheck.py`), on Sluice's own resources only.
 
-| function    | DynamoDB            | SSM (shard map)  | S3 segment bucket          | Lambda invoke        |
-|-------------|---------------------|------------------|----------------------------|----------------------|
-| broker      | control + shards RW | get, put, delete | put/get `overflow/*`       | -                    |
-| consumer    | control + shards RW | get              | read + list, put overflow/ | push targets         |
-| shard       | control + shards RW | -                | read/write/delete + list   | -                    |
-| coordinator | control + shards RW | get, put, delete | -                          | consumer:live, shard |
+| function    | control table | shard tables | SSM shard maps        | S3 segment bucket                 |
+|-------------|---------------|--------------|-----------------------|-----------------------------------|
+| broker      | G P U D Q     | G P U D Q BG | get put delete        | get/put ovf pay                   |
+| consumer    | G P U Q       | G P U Q BG   | get (own region)      | get seg ovf pay; put ovf pay      |
+| shard       | G P D Q       | G P U Q BW   | -                     | get/put/del seg; get/del/list pay |
+| coordinator | G P U Q       | U BG         | get put; delete (own) | -                                 |
 
-The consumer writes `overflow/*` when it moves a message over the DynamoDB item limit to a dead letter
-queue, and invokes the functions of push consumers of type `lambda`: only those context
-`push_lambda_targets` names (default `sluice-<stage>-push-*`). The grants are checked against the calls
-the handlers really make by the IAM call audit of the test suite (`sluice/local/iamcheck.py`).
+(G GetItem, P PutItem, U UpdateItem, D DeleteItem, Q Query, BG BatchGetItem, BW BatchWriteItem; seg
+`segments/*`, ovf `overflow/*`, pay `payload/*`, each put with its tag: s3:PutObjectTagging.)
+Lambda invoke: the broker the coordinator (the wake), the consumer its push targets, the coordinator the
+consumer's `live` alias and the shard function. Nobody scans, and only the shard function deletes objects
+or lists the bucket: `segments/` (flush, compaction, retention) and `payload/` (the flush deletes the
+objects of sends that crashed before their items, listing that prefix alone), never Glue's `exports/`.
+The payload tier (sluice/engine/payloads.py) puts a send's bodies in one `payload/*` object, tagged with
+the days its lifecycle rule keeps it (s3:PutObjectTagging): the broker for sends and redrives, the
+consumer for dead-letter moves; whoever serves a read of the queue (the consumer's pulls and stream
+reads, the broker's peek, redrive and SQS receives, the shard's flush) reads it. The consumer writes
+`overflow/*` when it moves a message over the DynamoDB item limit to a dead letter queue, and invokes the
+functions of push consumers of type `lambda`: only those context `push_lambda_targets` names (default
+`sluice-<stage>-push-*`).
 
 Multi-region (`deployment` given; docs/design.md "Multi-region"): the control table's fencing writes go
-to the home region's table, reads that tolerate lag to this region's replica; the broker also writes its
-idempotency records to this region's replica. Publishes go to this region's shards, except ordered
-queues (their keys hash over the home region's shards) and the fallback when a region has no open
-shard: so broker and consumer may use every region's shard tables and segment bucket (the consumer
-drains every region), while the coordinator and the shard function work on their own region's only.
-Whoever changes a queue writes its shard map in every region, so broker and coordinator may write
-the shard-map path in every region; the consumer reads its own region's.
+to the home region's table, the reads that tolerate lag to this region's replica: token lookups (broker,
+consumer) and the broker's idempotency records (`REPLICA_ACTIONS`). Publishes go to this region's
+shards, except ordered queues (their keys hash over the home region's shards) and the fallback when a
+region has no open shard: so broker and consumer may use every region's shard tables and segment
+bucket (the consumer drains every region), while the coordinator and the shard function work on their
+own region's only. Whoever changes a queue writes its shard map in every region, so broker and
+coordinator may write the shard-map path in every region; the consumer reads its own region's (a deleted
+dead letter queue is created again by the coordinator's pass, never by the consumer). The coordinator
+deletes SSM parameters in its own region only: it prunes the mirror of a queue deleted while the region
+could not be reached (it lists the shard-map path and deletes what no queue owns).
 
-| function    | control (home / own replica) | shard tables, bucket | SSM shard-map path       |
-|-------------|------------------------------|----------------------|--------------------------|
-| broker      | RW / RW                      | every region         | RW, every region         |
-| consumer    | RW / read                    | every region         | read, own region         |
-| shard       | RW / read                    | own region           | -                        |
-| coordinator | RW / read                    | own region           | read+write, every region |
+The broker invokes the coordinator (asynchronously, its own region's) when its shards throttle: the wake
+of sluice/engine/wake.py.
 
-The coordinator deletes SSM parameters in its own region only: it prunes the mirror of a queue deleted
-while the region could not be reached (it lists the shard-map path and deletes what no queue owns).
+cdk-nag: every wildcard resource a role holds is suppressed by name, finding by finding (`WildcardGrants`
+records each with its reason as it is granted), so a new or wider wildcard is still an error.
 
 Metrics go out as CloudWatch EMF log lines (Powertools), so no function needs cloudwatch:PutMetricData.
 The shard function has no trigger: the coordinator invokes it, and the consumer's SnapStart alias (its
@@ -47,17 +57,67 @@ from aws_cdk import aws_s3 as s3
 from cdk_nag import NagPackSuppression, NagSuppressions
 
 from sluice import constants as c
-from stacks.nag import OWN_BUCKET_OBJECTS, PARTITION, iam5
+from stacks.nag import finding, iam5
 from stacks.regions import Deployment
-from stacks.storage import Storage
+from stacks.storage import SEGMENTS_PREFIX, Storage
 
-SSM_READ = ("ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath")
+# A shard map is one parameter, or split over several (large queues) read back with GetParameters.
+SSM_READ = ("ssm:GetParameter", "ssm:GetParameters")
+
+
+def _ddb(*operations: str) -> tuple[str, ...]:
+    return tuple(f"dynamodb:{op}" for op in operations)
+
+
+# The DynamoDB actions each function's code calls, table by table: what the IAM call audit records for it
+# (tests/conftest.py; `make test` fails on a granted action no call used: sluice/local/iamcheck.py).
+CONTROL_ACTIONS: dict[str, tuple[str, ...]] = {
+    # queue documents, tokens, push consumer configs, idempotency records (single region)
+    c.FN_BROKER: _ddb("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query"),
+    # queue documents, token lookups, pull consumer registrations, a dead letter queue created again
+    c.FN_CONSUMER: _ddb("GetItem", "PutItem", "UpdateItem", "Query"),
+    # the segment index (written by flush, rewritten by compaction, pruned by retention), queue documents
+    c.FN_SHARD: _ddb("GetItem", "PutItem", "DeleteItem", "Query"),
+    # queue documents and shard maps, its lease and saved state, push worker slots
+    c.FN_COORDINATOR: _ddb("GetItem", "PutItem", "UpdateItem", "Query"),
+}
+# Multi-region: what goes to this region's replica of the control table rather than the home table (reads
+# that tolerate replication lag): token lookups, and the broker's idempotency records.
+REPLICA_ACTIONS: dict[str, tuple[str, ...]] = {
+    c.FN_BROKER: _ddb("GetItem", "PutItem", "UpdateItem", "DeleteItem"),
+    c.FN_CONSUMER: _ddb("GetItem"),
+}
+SHARD_ACTIONS: dict[str, tuple[str, ...]] = {
+    # publish (HEAD allocation, batch items), reads, purge and group deletion
+    c.FN_BROKER: _ddb("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "BatchGetItem"),
+    # pull, ack, leases, stream reads; gap tombstones and dead-letter publishes
+    c.FN_CONSUMER: _ddb("GetItem", "PutItem", "UpdateItem", "Query", "BatchGetItem"),
+    # flush marks and TTL on items, gap tombstones, retention's batch deletes
+    c.FN_SHARD: _ddb("GetItem", "PutItem", "UpdateItem", "Query", "BatchWriteItem"),
+    # observing HEADs and group states, sealing shards
+    c.FN_COORDINATOR: _ddb("UpdateItem", "BatchGetItem"),
+}
 SSM_WRITE = ("ssm:PutParameter",)
-SSM_DELETE = ("ssm:DeleteParameter", "ssm:DeleteParameters")
-# cdk-nag IAM5 finding patterns (the wildcard resources the grants below have).
-SHARD_MAP_PARAMETERS = rf"/^Resource::arn:{PARTITION}:ssm:.*shard-maps/\*$/g"
-REMOTE_BUCKET_OBJECTS = rf"/^Resource::arn:{PARTITION}:s3:::sluice-.*-segments-.*\/.*\*$/g"
-PUSH_TARGETS = rf"/^Resource::arn:{PARTITION}:lambda:.*$/g"
+SSM_DELETE = ("ssm:DeleteParameters",)  # a queue's parameter and a split map's parts, in one call
+# The coordinator lists the path and deletes, in batches, the mirrors no queue owns any more.
+SSM_PRUNE = ("ssm:GetParametersByPath", "ssm:DeleteParameters")
+# Why each kind of wildcard resource cannot be narrower (cdk-nag IAM5 suppressions, finding by finding).
+XRAY_REASON = (
+    "X-Ray PutTraceSegments/PutTelemetryRecords support no resource-level permissions, so active tracing "
+    "needs Resource '*'."
+)
+SHARD_MAP_REASON = (
+    "Shard maps are SSM parameters per queue created at runtime; the grant is this stage's shard-map path "
+    "only (/sluice/<stage>/shard-maps/*), in the regions listed."
+)
+OBJECTS_REASON = (
+    "Object keys are created at runtime (queue, shard, sequence range); the grant is the prefixes this "
+    "function reads or writes (segments/, overflow/, payload/) of this stage's segment buckets, nothing else."
+)
+PUSH_TARGETS_REASON = (
+    "Push consumers of type lambda invoke user functions chosen at runtime; the grant is the functions "
+    "context push_lambda_targets names (default sluice-<stage>-push-*) and their versions and aliases."
+)
 
 
 def shard_map_parameter_arns(stack: Stack, prefix: str, region: str | None = None) -> list[str]:
@@ -95,6 +155,27 @@ class RegionalResources:
             )
 
 
+class WildcardGrants:
+    """Grants a role a statement, and remembers each wildcard resource in it with the reason it is one,
+    so the role's cdk-nag suppressions name exactly those findings."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.findings: dict[lambda_.Function, dict[str, list[str]]] = {}
+
+    def grant(self, fn: lambda_.Function, actions: tuple[str, ...], *resources: str, why: str = "") -> None:
+        fn.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=list(resources)))
+        wild = [finding(self.stack, r) for r in resources if "*" in r]
+        if wild:
+            assert why, f"a wildcard grant needs its reason: {actions}"
+            found = self.findings.setdefault(fn, {}).setdefault(why, [])
+            found += [f for f in wild if f not in found]
+
+    def suppressions(self, fn: lambda_.Function) -> list[NagPackSuppression]:
+        found = [iam5(XRAY_REASON, "Resource::*")]
+        return found + [iam5(why, *names) for why, names in self.findings.get(fn, {}).items()]
+
+
 def push_target_arns(stack: Stack, targets: list[str]) -> list[str]:
     """Each configured target as a function ARN (names in this account and region), plus `:*` so
     versions and aliases of it (qualified ARNs) may be invoked too."""
@@ -123,136 +204,86 @@ def grant_function_access(
     deployment: Deployment | None = None,
 ) -> None:
     stack = Stack.of(storage)
+    grants = WildcardGrants(stack)
     regional = RegionalResources(storage, deployment) if deployment else None
     every_region: list[str | None] = [*deployment.regions] if deployment else [None]
+    own_region = deployment.region if deployment else None
     bucket = storage.segment_bucket
-
-    def ssm(fn: lambda_.Function, actions: tuple[str, ...], regions: list[str | None]) -> None:
-        arns = [arn for r in regions for arn in shard_map_parameter_arns(stack, storage.shard_map_prefix, r)]
-        fn.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=arns))
-
     # The segment buckets broker and consumer use: every region's (the others use their own only).
     every_bucket: list[s3.IBucket] = list(regional.buckets.values()) if regional else [bucket]
 
-    if regional is None:
-        for fn in functions.values():
-            for table in storage.all_tables:
-                table.grant_read_write_data(fn)
-    else:
-        for name, fn in functions.items():
-            regional.home_control.grant_read_write_data(fn)
-            if not regional.deployment.is_home:
-                if name == c.FN_BROKER:  # idempotency records are region-local
-                    regional.own_control.grant_read_write_data(fn)
-                else:
-                    regional.own_control.grant_read_data(fn)
-            everywhere = name in (c.FN_BROKER, c.FN_CONSUMER)
-            for region, tables in regional.shard_tables.items():
-                if everywhere or region == regional.deployment.region:
-                    for table in tables:
-                        table.grant_read_write_data(fn)
+    def ssm(fn: lambda_.Function, actions: tuple[str, ...], regions: list[str | None]) -> None:
+        arns = [arn for r in regions for arn in shard_map_parameter_arns(stack, storage.shard_map_prefix, r)]
+        grants.grant(fn, actions, *arns, why=SHARD_MAP_REASON)
+
+    def objects(
+        fn: lambda_.Function, actions: tuple[str, ...], buckets: list[s3.IBucket], *prefixes: str
+    ) -> None:
+        arns = [b.arn_for_objects(f"{prefix}*") for b in buckets for prefix in prefixes]
+        grants.grant(fn, actions, *arns, why=OBJECTS_REASON)
+
+    for name, fn in functions.items():
+        control = regional.home_control if regional else storage.control_table
+        grants.grant(fn, CONTROL_ACTIONS[name], control.table_arn)
+        if regional and not regional.deployment.is_home and name in REPLICA_ACTIONS:
+            grants.grant(fn, REPLICA_ACTIONS[name], regional.own_control.table_arn)
+        shard_tables = regional.shard_tables.items() if regional else [(own_region, storage.shard_tables)]
+        everywhere = name in (c.FN_BROKER, c.FN_CONSUMER)  # the others work on their own region's shards
+        arns = [
+            t.table_arn
+            for region, tables in shard_tables
+            if everywhere or region == own_region
+            for t in tables
+        ]
+        grants.grant(fn, SHARD_ACTIONS[name], *arns)
 
     broker = functions[c.FN_BROKER]
     ssm(broker, SSM_READ + SSM_WRITE + SSM_DELETE, every_region)
-    broker.add_to_role_policy(
+    broker.add_to_role_policy(  # the throttle wake (sluice/engine/wake.py): this function only
         iam.PolicyStatement(
-            actions=["s3:PutObject", "s3:GetObject"],
-            resources=[b.arn_for_objects(f"{c.OVERFLOW_PREFIX}*") for b in every_bucket],
+            actions=["lambda:InvokeFunction"], resources=[functions[c.FN_COORDINATOR].function_arn]
         )
     )
+    # Large bodies: written by sends, read back by redrive (the pull path, run by the broker). Payload-tier
+    # objects: written by sends with their lifecycle tag, read back by redrive, peek and SQS receives.
+    objects(broker, ("s3:PutObject", "s3:GetObject"), every_bucket, c.OVERFLOW_PREFIX, c.PAYLOAD_PREFIX)
+    objects(broker, ("s3:PutObjectTagging",), every_bucket, c.PAYLOAD_PREFIX)
 
     consumer = functions[c.FN_CONSUMER]
-    ssm(consumer, SSM_READ, [None])
-    consumer.add_to_role_policy(
-        iam.PolicyStatement(
-            actions=["s3:GetObject"], resources=[b.arn_for_objects("*") for b in every_bucket]
-        )
-    )
-    consumer.add_to_role_policy(
-        iam.PolicyStatement(actions=["s3:ListBucket"], resources=[b.bucket_arn for b in every_bucket])
-    )
-    consumer.add_to_role_policy(
-        iam.PolicyStatement(
-            actions=["s3:PutObject"],
-            resources=[b.arn_for_objects(f"{c.OVERFLOW_PREFIX}*") for b in every_bucket],
-        )
-    )
+    ssm(consumer, SSM_READ, [own_region])
+    objects(consumer, ("s3:GetObject",), every_bucket, SEGMENTS_PREFIX, c.OVERFLOW_PREFIX, c.PAYLOAD_PREFIX)
+    objects(consumer, ("s3:PutObject",), every_bucket, c.OVERFLOW_PREFIX, c.PAYLOAD_PREFIX)
+    objects(consumer, ("s3:PutObjectTagging",), every_bucket, c.PAYLOAD_PREFIX)
     if push_lambda_targets:
-        consumer.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["lambda:InvokeFunction"], resources=push_target_arns(stack, push_lambda_targets)
-            )
-        )
+        targets = push_target_arns(stack, push_lambda_targets)
+        grants.grant(consumer, ("lambda:InvokeFunction",), *targets, why=PUSH_TARGETS_REASON)
 
     shard = functions[c.FN_SHARD]
+    # Flush writes segments, compaction reads and rewrites them, retention deletes them: `segments/` only
+    # (never `exports/`, Glue's output, nor `overflow/`, which expires by lifecycle rule).
+    objects(shard, ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), [bucket], SEGMENTS_PREFIX)
+    # The flush reads payload-tier objects into segments and deletes the orphans of sends that crashed
+    # between their object and their items, found by listing the shard's part of `payload/` (only there).
+    objects(shard, ("s3:GetObject", "s3:DeleteObject"), [bucket], c.PAYLOAD_PREFIX)
     shard.add_to_role_policy(
         iam.PolicyStatement(
-            actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-            resources=[bucket.arn_for_objects("*")],
+            actions=["s3:ListBucket"],
+            resources=[bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{c.PAYLOAD_PREFIX}*"]}},
         )
     )
-    shard.add_to_role_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
 
     coordinator = functions[c.FN_COORDINATOR]
     ssm(coordinator, SSM_READ + SSM_WRITE, every_region)
     # It prunes its own region's mirrors of deleted queues (`QueueRegistry.prune_mirrors`), no others.
-    ssm(coordinator, SSM_DELETE, [deployment.region] if deployment else [None])
-    coordinator.add_to_role_policy(
-        iam.PolicyStatement(
-            actions=["lambda:InvokeFunction"],
-            resources=[consumer_alias.function_arn, functions[c.FN_SHARD].function_arn],
-        )
+    ssm(coordinator, SSM_PRUNE, [own_region])
+    grants.grant(
+        coordinator,
+        ("lambda:InvokeFunction",),
+        consumer_alias.function_arn,
+        functions[c.FN_SHARD].function_arn,
     )
 
-    for name, fn in functions.items():
+    for fn in functions.values():
         assert fn.role is not None
-        NagSuppressions.add_resource_suppressions(
-            fn.role, role_suppressions(name, multi_region=deployment is not None), apply_to_children=True
-        )
-
-
-def role_suppressions(name: str, *, multi_region: bool) -> list[NagPackSuppression]:
-    """The wildcard resources a function's role has, each with why it cannot be narrower."""
-    found = [
-        iam5(
-            "X-Ray PutTraceSegments/PutTelemetryRecords support no resource-level permissions, so active "
-            "tracing needs Resource '*'.",
-            "Resource::*",
-        )
-    ]
-    if name != c.FN_SHARD:
-        found.append(
-            iam5(
-                "Shard maps are one SSM parameter per queue created at runtime; the grant is limited to this "
-                "stage's shard-map path" + (" in each region of the deployment." if multi_region else "."),
-                SHARD_MAP_PARAMETERS,
-            )
-        )
-    if name != c.FN_COORDINATOR:
-        found.append(
-            iam5(
-                "Segment and overflow object keys are created at runtime (queue, shard, sequence range); the "
-                "grant is limited to this one bucket"
-                + (" and its overflow/ prefix." if name == c.FN_BROKER else "."),
-                OWN_BUCKET_OBJECTS,
-            )
-        )
-    if multi_region and name in (c.FN_BROKER, c.FN_CONSUMER):
-        found.append(
-            iam5(
-                "Segment and overflow object keys are created at runtime; the grant is limited to the other "
-                "regions' segment buckets of this stage (sluice-<stage>-segments-<account>-<region>), which "
-                "this function reads or writes across regions.",
-                REMOTE_BUCKET_OBJECTS,
-            )
-        )
-    if name == c.FN_CONSUMER:
-        found.append(
-            iam5(
-                "Push consumers of type lambda invoke user functions chosen at runtime; the grant is limited "
-                "to the functions named by context push_lambda_targets (default sluice-<stage>-push-*) and "
-                "their versions.",
-                PUSH_TARGETS,
-            )
-        )
-    return found
+        NagSuppressions.add_resource_suppressions(fn.role, grants.suppressions(fn), apply_to_children=True)

@@ -53,6 +53,10 @@ class SluiceConfig:
     # Schedules (seconds; stacks/schedule.py): coordinator passes inside each one-minute run, and the
     # cadence of shard flushes and of compaction/retention sweeps.
     coordinator_tick_seconds: float = c.DEFAULT_COORDINATOR_TICK_SECONDS
+    # Concurrency reserved for the coordinator (0: none, the default). Opt in where the account's
+    # concurrency quota is low: 20 s long polls of many consumers could otherwise take every slot when
+    # scaling is needed. Its runs stand down while one owns the pass, so 2 is plenty.
+    coordinator_reserved_concurrency: int = 0
     shard_flush_seconds: float = c.DEFAULT_SHARD_FLUSH_SECONDS
     shard_maintenance_seconds: float = c.DEFAULT_SHARD_MAINTENANCE_SECONDS
     # Fallback when the SSM parameter is missing in a region: the layer's version number (the `:<n>` of
@@ -99,6 +103,8 @@ class SluiceConfig:
             raise ValueError("log_retention_days must be positive")
         if not 1 <= self.coordinator_tick_seconds <= c.COORDINATOR_SCHEDULE_MINUTES * 60 / 2:
             raise ValueError("coordinator_tick_seconds must be 1..half the schedule's period")
+        if not 0 <= self.coordinator_reserved_concurrency <= 1000:
+            raise ValueError("coordinator_reserved_concurrency must be 0 (none)..1000")
         if self.shard_flush_seconds <= 0 or self.shard_maintenance_seconds <= 0:
             raise ValueError("shard_flush_seconds and shard_maintenance_seconds must be positive")
         if self.powertools_layer_version < 0:
@@ -116,6 +122,8 @@ class SluiceConfig:
                 raise ValueError(
                     "regions: list two or more distinct regions, home first (omit it for one region)"
                 )
+            if len(regions) > c.MAX_REGIONS:
+                raise ValueError(f"regions: at most {c.MAX_REGIONS} (what a mirrored shard map can name)")
             for region in regions:
                 if not REGION_RE.fullmatch(region):
                     raise ValueError(f"regions: {region!r} is not a region name like us-east-1")

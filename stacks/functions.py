@@ -54,6 +54,7 @@ NOT_DEPLOYED = (
     "sluice/client.py",
     "sluice/producer.py",
     "sluice/demo.py",
+    "sluice/engine/store/memory.py",  # the shard store of the engine's unit tests
     "lambdas/common/openapi.py",
 )
 RUNTIME = lambda_.Runtime.PYTHON_3_12
@@ -131,7 +132,6 @@ def base_environment(
         c.ENV_SHARD_TABLES: Fn.join(",", shard_tables),
         c.ENV_SEGMENT_BUCKET: segment_bucket,
         c.ENV_SHARD_MAP_PREFIX: shard_map_prefix,
-        c.ENV_SHARD_MAP_TTL: str(defaults["shard_map_ttl_seconds"].default),
         c.ENV_TOKEN_CACHE_TTL: str(defaults["token_cache_ttl_seconds"].default),
         c.ENV_STAGE: stage,
         c.ENV_LEASE_KEY_SECRET: lease_key_secret,

@@ -21,7 +21,7 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from stacks.glue_artifact import REPO_ROOT, build_glue_artifact
-from stacks.nag import OWN_BUCKET_OBJECTS, PARTITION, iam5
+from stacks.nag import finding, iam5
 from stacks.storage import EXPORTS_PREFIX, GLUE_TMP_PREFIX, SEGMENTS_PREFIX, Storage
 
 GLUE_VERSIONS = {"glue5": "5.0", "glue6": "6.0"}
@@ -106,12 +106,15 @@ class GlueJobs(Construct):
                 iam5(
                     "Segment, export and Glue temp object keys are created at runtime; each grant is limited "
                     "to one prefix of this stack's segment bucket.",
-                    OWN_BUCKET_OBJECTS,
+                    *(
+                        finding(stack, bucket.arn_for_objects(f"{prefix}*"))
+                        for prefix in (SEGMENTS_PREFIX, EXPORTS_PREFIX, GLUE_TMP_PREFIX)
+                    ),
                 ),
                 iam5(
                     "Glue writes driver/executor logs to log groups under /aws-glue/ whose streams are named "
                     "per job run at runtime.",
-                    rf"/^Resource::arn:{PARTITION}:logs:.*:log-group:\/aws-glue\/\*$/g",
+                    finding(stack, glue_logs),
                 ),
             ],
             apply_to_children=True,

@@ -21,6 +21,7 @@ their visibility timeout passes: at-least-once, nothing acknowledged is lost.
 from __future__ import annotations
 
 from aws_cdk import CfnResource, RemovalPolicy
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from cdk_nag import NagSuppressions
@@ -82,5 +83,10 @@ class LeaseKey(Construct):
         return self.deployment.lease_key_secret_name
 
     def grant_read(self, functions: list[lambda_.Function]) -> None:
+        """GetSecretValue only (CDK's `grant_read` adds DescribeSecret, which nothing calls). A secret
+        referred to by name (other regions' replica) matches any of the six characters AWS appends."""
+        arn = self.secret.secret_full_arn or f"{self.secret.secret_arn}-??????"
         for fn in functions:
-            self.secret.grant_read(fn)
+            fn.add_to_role_policy(
+                iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[arn])
+            )

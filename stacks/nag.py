@@ -7,12 +7,31 @@ wildcard grant would pass unnoticed (tests/infra/test_nag.py checks this).
 
 from __future__ import annotations
 
+from typing import Any
+
+from aws_cdk import Stack
 from cdk_nag import NagPackSuppression, RegexAppliesTo
 
-# An ARN's partition in a finding: a token in an environment-agnostic stack, literal in a regional one.
-PARTITION = r"(<AWS::Partition>|aws[a-z-]*)"
-# The segment bucket of this stack, by its logical id (`<SegmentBucket.Arn>/...*`).
-OWN_BUCKET_OBJECTS = r"/^Resource::<.*SegmentBucket.*\.Arn>\/.*\*$/g"
+
+def finding(stack: Stack, resource: str) -> str:
+    """cdk-nag's IAM5 finding for a wildcard resource: `Resource::` and the resource as cdk-nag writes it,
+    each token in angle brackets (`<SegmentBucket.Arn>`, `<AWS::Partition>`)."""
+    return "Resource::" + _as_nag_writes(stack.resolve(resource))
+
+
+def _as_nag_writes(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        ((fn, arg),) = value.items()
+        if fn == "Ref":
+            return f"<{arg}>"
+        if fn == "Fn::GetAtt":
+            return f"<{arg[0]}.{arg[1]}>"
+        if fn == "Fn::Join":
+            sep, parts = arg
+            return sep.join(_as_nag_writes(part) for part in parts)
+    raise ValueError(f"no cdk-nag rendering for {value!r}")
 
 
 def iam5(reason: str, *findings: str) -> NagPackSuppression:

@@ -1,6 +1,12 @@
-"""The coordinator's EventBridge schedule and cadence. The shard function has no trigger of its own: the
-coordinator invokes it (flush, compaction, retention; gap sealing happens during flushes) and the
-consumer function (push delivery) directly.
+"""The coordinator's EventBridge schedule, cadence and asynchronous invocation. The shard function has no
+trigger of its own: the coordinator invokes it (flush, compaction, retention; gap sealing happens during
+flushes) and the consumer function (push delivery) directly.
+
+Every start of the coordinator is asynchronous (the rule, a throttled broker's wake): its
+`EventInvokeConfig` allows no retry and a short event age, since a failed or late run is replaced by the
+next one anyway and a retried run would overlap it. Reserved concurrency is opt-in
+(`coordinator_reserved_concurrency`): where the account's concurrency quota is low, long polls must not
+take the slot scaling needs.
 
 The rule fires every `COORDINATOR_SCHEDULE_MINUTES` with a `CoordinatorEvent` as its input (built from
 the model the handler parses); each run loops every `tick_seconds` for the rule's period minus one tick,
@@ -18,6 +24,8 @@ from constructs import Construct
 
 from sluice import constants as c
 from sluice.events import CoordinatorEvent
+
+MAX_EVENT_AGE_S = 60  # the shortest Lambda accepts: a wake older than this is stale anyway
 
 
 def cadence_environment(
@@ -44,8 +52,15 @@ class CoordinatorSchedule(Construct):
         tick_seconds: float = c.DEFAULT_COORDINATOR_TICK_SECONDS,
         flush_seconds: float = c.DEFAULT_SHARD_FLUSH_SECONDS,
         maintenance_seconds: float = c.DEFAULT_SHARD_MAINTENANCE_SECONDS,
+        reserved_concurrency: int = 0,
     ) -> None:
         super().__init__(scope, construct_id)
+        # Lambda retries a failed async run twice by default; the next minute's (or wake's) run replaces it.
+        coordinator.configure_async_invoke(retry_attempts=0, max_event_age=Duration.seconds(MAX_EVENT_AGE_S))
+        if reserved_concurrency:
+            fn = coordinator.node.default_child
+            assert isinstance(fn, lambda_.CfnFunction)
+            fn.reserved_concurrent_executions = reserved_concurrency
         for name, value in cadence_environment(tick_seconds, flush_seconds, maintenance_seconds).items():
             coordinator.add_environment(name, value)
         self.rule = events.Rule(

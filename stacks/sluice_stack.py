@@ -106,6 +106,8 @@ class SluiceStack(Stack):
             f"{self.functions[c.FN_CONSUMER].function_name}:{consumer_alias.alias_name}",
         )
         coordinator.add_environment(c.ENV_SHARD_FUNCTION, self.functions[c.FN_SHARD].function_name)
+        # A broker whose shards throttle wakes the coordinator (sluice/engine/wake.py).
+        self.functions[c.FN_BROKER].add_environment(c.ENV_COORDINATOR_FUNCTION, coordinator.function_name)
         grant_function_access(
             self.functions,
             self.storage,
@@ -133,6 +135,7 @@ class SluiceStack(Stack):
             tick_seconds=config.coordinator_tick_seconds,
             flush_seconds=config.shard_flush_seconds,
             maintenance_seconds=config.shard_maintenance_seconds,
+            reserved_concurrency=config.coordinator_reserved_concurrency,
         )
         self.glue = GlueJobs(self, "Glue", stage=config.stage, storage=self.storage, api_url=self.http.url)
         self.monitoring = Monitoring(

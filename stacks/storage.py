@@ -12,6 +12,9 @@ Segment bucket layout and lifecycle (anything not listed lives until the engine 
   retention, and no rule may name a prefix under `segments/` (`segments/tmp/` is queue "tmp").
 - `overflow/`                     message bodies too large for a DynamoDB item: expire after 15 days
   (longer than the 14-day maximum hot retention).
+- `payload/<shard pk>/<first seq>` the payload tier: one send's bodies each (sluice/engine/payloads.py),
+  tagged `sluice-days=N` (2..15): one rule per N expires them N days after creation, a day after
+  their batch items expire. The flush deletes the orphans of sends that crashed before their items.
 - `glue/tmp/`                     Glue `--TempDir`: expires after 7 days.
 - `exports/`                      Parquet written by the Glue pull consumer: kept.
 Incomplete multipart uploads are aborted after 1 day everywhere.
@@ -106,6 +109,7 @@ class Storage(Construct):
                     id="expire-overflow", prefix=c.OVERFLOW_PREFIX, expiration=Duration.days(15)
                 ),
                 s3.LifecycleRule(id="expire-glue-tmp", prefix=GLUE_TMP_PREFIX, expiration=Duration.days(7)),
+                *payload_rules(),
             ],
             removal_policy=removal,
         )
@@ -191,3 +195,16 @@ def _pin_logical_id(construct: Construct, logical_id: str) -> None:
     cfn = construct.node.default_child
     assert isinstance(cfn, CfnResource)
     cfn.override_logical_id(logical_id)
+
+
+def payload_rules() -> list[s3.LifecycleRule]:
+    """Expire payload-tier objects by the days their tag asks for (2 .. PAYLOAD_MAX_DAYS)."""
+    return [
+        s3.LifecycleRule(
+            id=f"expire-payload-{days}d",
+            prefix=c.PAYLOAD_PREFIX,
+            tag_filters={c.PAYLOAD_DAYS_TAG: str(days)},
+            expiration=Duration.days(days),
+        )
+        for days in range(2, c.PAYLOAD_MAX_DAYS + 1)
+    ]

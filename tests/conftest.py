@@ -29,7 +29,8 @@ ADMIN_TOKEN = "test-admin-token"
 # Every AWS call a handler makes during the session (in-process, in the local runtime's worker
 # processes and in the `sluice local` subprocess) is recorded as (function, IAM action, resource ARN);
 # at the end, each is checked against that function's role in the synthesized template, and a call
-# the deployed role would deny fails the session (sluice/local/iamcheck.py).
+# the deployed role would deny fails the session (sluice/local/iamcheck.py). Under `make test` (the whole
+# suite, SLUICE_IAM_UNUSED_CHECK=1) a granted action no call used fails it too.
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -48,8 +49,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not calls:
         return
     denials = iamcheck.check(calls, iamcheck.template_for_stage)
-    session.config.stash[_AUDIT_REPORT] = iamcheck.report(calls, denials)
-    if denials:
+    text = iamcheck.report(calls, denials)
+    failed = bool(denials)
+    # The whole suite (`make test` sets it): a role may hold only actions some call used, or an
+    # allow-list entry explains (sluice/local/iamcheck.py UNEXERCISED); a partial run cannot judge that.
+    if os.environ.get(c.ENV_IAM_UNUSED_CHECK):
+        unexplained, stale = iamcheck.unused(calls, iamcheck.template_for_stage)
+        text += "\n" + iamcheck.unused_report(unexplained, stale)
+        failed = failed or bool(unexplained or stale)
+    session.config.stash[_AUDIT_REPORT] = text
+    if failed:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -82,6 +91,16 @@ def aws() -> Iterator[None]:
     moto_patches.apply()
     with mock_aws():
         yield
+
+
+@pytest.fixture(autouse=True)
+def _ssm_quota() -> None:
+    """Each test starts with a full second of the account's SSM quota (sluice/local/moto_patches.py:
+    40 reads and 3 PutParameter a second): tests share one moto account, and a test that writes a
+    mirror itself must not find the quota spent by the queues the test before it created."""
+    from sluice.local import moto_patches
+
+    moto_patches.refill_ssm_quota()
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,9 @@
 """`python -m bench.twin` (run by `make bench`): the twin's four scenarios, their PNG plots, and the
 "DynamoDB twin" section of docs/performance.md (replaced between its markers, the rest kept); then the
-regions scenario (bench/twin/regions.py: publish latency near vs far) and its own section.
-`--part regions` runs and writes only that one (seconds).
+regions scenario (bench/twin/regions.py: publish latency near vs far) and the payload tier's
+(bench/twin/tier.py: publish latency by send size and S3 model) and the control plane's
+(bench/twin/control.py), each in its own section. `--part regions` / `--part tier` / `--part control`
+runs and writes only that one.
 
 `--quick` runs shorter, smaller versions (a smoke run; the figures are then not the documented ones).
 """
@@ -19,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from bench.twin import regions
+from bench.twin import control, regions, tier
 from bench.twin.scenarios import TICK_S, publish_load, pull_load
 from bench.twin.world import percentile
 
@@ -28,6 +30,7 @@ DOC = ROOT / "docs" / "performance.md"
 IMG = ROOT / "docs" / "img"
 START, END = "<!-- twin:start -->", "<!-- twin:end -->"
 REGIONS_START, REGIONS_END = "<!-- twin-regions:start -->", "<!-- twin-regions:end -->"
+TIER_START, TIER_END = "<!-- twin-tier:start -->", "<!-- twin-tier:end -->"
 STEP_GAP = (
     "New shards take two coordinator passes (x8 each) and up to a map-cache TTL to reach brokers, and a "
     "throttle reaches a broker only after the SDK's backoff (rand x 1, 2, 4, 8 s). What would reach it: "
@@ -106,6 +109,8 @@ def _plot_pullers(rows: list[dict[str, Any]], path: Path) -> None:
 OUT = ROOT / "bench" / "out"
 PARTS = ("ramp", "step", "pullers")
 REGIONS = "regions"  # its own docs section (REGIONS_START/END), written by `--part regions` alone too
+TIER = "tier"  # likewise (TIER_START/END)
+CONTROL = tuple(f"control-{p}" for p in control.PARTS)  # their own section (bench/twin/control.py)
 EXPERIMENTS = ("step-sdk2",)  # not in the docs section: what a 2-attempt SDK config would change
 
 
@@ -124,13 +129,21 @@ def measure(part: str, quick: bool) -> dict[str, Any]:
     sample, seconds = cfg["sample"], cfg["seconds"]
     started = time.time()
     if part == "ramp":
-        result = publish_load(ramp(200_000, seconds * 0.6), seconds, sample=sample)
+        result = publish_load(ramp(200_000, seconds * 0.6), seconds, sample=sample, first_rule_at=5.0)
+    elif part in CONTROL:
+        result = control.measure(part.removeprefix("control-"), quick)
     elif part == "regions":
         result = regions.measure(10.0 if quick else regions.SECONDS)
+    elif part == TIER:
+        result = tier.measure(10.0 if quick else tier.SECONDS)
     elif part in ("step", "step-sdk2"):
         attempts = 2 if part == "step-sdk2" else None
         result = publish_load(
-            step(1_000, 100_000, seconds // 3), seconds, sample=sample, sdk_attempts=attempts
+            step(1_000, 100_000, seconds // 3),
+            seconds,
+            sample=sample,
+            sdk_attempts=attempts,
+            first_rule_at=5.0,
         )
         result["at"] = seconds // 3
     else:
@@ -273,28 +286,50 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="short smoke run; does not write the docs")
     parser.add_argument(
         "--part",
-        choices=(*PARTS, REGIONS, *EXPERIMENTS, "all"),
+        choices=(*PARTS, REGIONS, TIER, *CONTROL, "control", *EXPERIMENTS, "all"),
         default="all",
         help="measure one scenario only",
     )
     parser.add_argument("--report-only", action="store_true", help="write the docs from saved results")
     args = parser.parse_args(argv)
     if not args.report_only:
-        for part in (*PARTS, REGIONS) if args.part == "all" else (args.part,):
+        chosen = {"all": (*PARTS, REGIONS, TIER, *CONTROL), "control": CONTROL}.get(args.part, (args.part,))
+        for part in chosen:
             measure(part, args.quick)
     if args.part == REGIONS:
         _publish_regions(args.quick)
+        return
+    if args.part == TIER:
+        _publish_tier(args.quick)
+        return
+    if args.part in (*CONTROL, "control"):
+        _publish_control(args.quick)
         return
     if args.part != "all" and not args.report_only:
         return
     _publish(report(), START, END, args.quick)
     if args.part == "all" and (OUT / f"twin-{REGIONS}.json").exists():
         _publish_regions(args.quick)
+    if args.part == "all" and (OUT / f"twin-{TIER}.json").exists():
+        _publish_tier(args.quick)
+    if args.part == "all":
+        _publish_control(args.quick)
+
+
+def _publish_control(quick: bool) -> None:
+    saved = {p.removeprefix("control-"): OUT / f"twin-{p}.json" for p in CONTROL}
+    results = {p: json.loads(path.read_text()) for p, path in saved.items() if path.exists()}
+    _publish(control.report(results), control.START, control.END, quick)
 
 
 def _publish_regions(quick: bool) -> None:
     result = json.loads((OUT / f"twin-{REGIONS}.json").read_text())
     _publish(regions.report(result, REGIONS_START, REGIONS_END), REGIONS_START, REGIONS_END, quick)
+
+
+def _publish_tier(quick: bool) -> None:
+    result = json.loads((OUT / f"twin-{TIER}.json").read_text())
+    _publish(tier.report(result, TIER_START, TIER_END), TIER_START, TIER_END, quick)
 
 
 def _publish(section: str, start: str, end: str, quick: bool) -> None:

@@ -169,9 +169,15 @@ class TwinDynamo:
         self.stats.rcu += rcu
         return True
 
+    def with_attempts(self, attempts: int) -> _WithAttempts:
+        """This client as one configured for `attempts` attempts (`FAIL_FAST_CONFIG`)."""
+        return _WithAttempts(self, attempts)
+
     def _attempts(self, operation: str, kind: str, run: Any) -> Any:
         """botocore's standard retry loop around one call: `run()` returns (ok, result, kb)."""
-        for attempt in range(1, self.max_attempts + 1):
+        actor = self.sim.current
+        max_attempts = getattr(actor, "attempts", None) or self.max_attempts
+        for attempt in range(1, max_attempts + 1):
             self.stats.attempts[(operation, kind)] += 1
             ok, result, kb = run()
             if operation in _WRITES:
@@ -183,7 +189,7 @@ class TwinDynamo:
                 return result
             self.stats.throttles[(operation, kind)] += 1
             self.throttle_log.append(self.sim.now)
-            if attempt < self.max_attempts:
+            if attempt < max_attempts:
                 self.sim.sleep(self.rng.random() * min(2 ** (attempt - 1), 20))
         raise _error(THROTTLE, operation)
 
@@ -426,3 +432,27 @@ def _past_upper(tree: tuple, ctx: expr.Context, sk: str) -> bool:
         if part[0] == "cmp" and part[1] in ("<=", "<") and ctx.attr(part[2]) == "sk":
             return sk > _string(ctx, part[3])
     return False
+
+
+class _WithAttempts:
+    """A TwinDynamo whose calls retry `attempts` times (another botocore config over the same service)."""
+
+    def __init__(self, twin: TwinDynamo, attempts: int) -> None:
+        self._twin = twin
+        self._n = attempts
+
+    def __getattr__(self, name: str) -> Any:
+        call = getattr(self._twin, name)
+
+        def with_attempts(*args: Any, **kwargs: Any) -> Any:
+            actor: Any = self._twin.sim.current
+            if actor is None:  # set-up outside any actor
+                return call(*args, **kwargs)
+            before = getattr(actor, "attempts", None)
+            actor.attempts = self._n  # read by `_attempts` for this actor's call only
+            try:
+                return call(*args, **kwargs)
+            finally:
+                actor.attempts = before
+
+        return with_attempts

@@ -28,11 +28,11 @@ from bench.twin.dynamo import Latency, TwinDynamo
 from bench.twin.network import HOME, REGIONS, Network
 from bench.twin.scenarios import BATCH, BODY_BYTES, QUEUE, Brokers, Timeline, _messages
 from bench.twin.sim import Sim
+from bench.twin.ssm import TwinMirror, TwinSsm
 from bench.twin.world import (
     KEYRING,
     SHARD_TABLES,
     TwinBucket,
-    TwinMirror,
     TwinTable,
     World,
     _S3Client,
@@ -77,7 +77,7 @@ class _Region:
             dynamo=dynamo,
             control=TwinTable("twin-control", dynamo),
             shards=[TwinTable(f"twin-shards-{i}", dynamo) for i in range(SHARD_TABLES)],
-            mirror=TwinMirror(sim, name, network),
+            mirror=TwinMirror(TwinSsm(sim, region=name, network=network), region=name),
             bucket=TwinBucket(f"twin-segments-{name}", _S3Client(sim)),
         )
 
@@ -102,7 +102,7 @@ def _world(sim: Sim, own: _Region, home: _Region, regions: list[_Region]) -> Wor
         settings=settings,
         control=home.control,
         shard_tables=own.shards,  # type: ignore[arg-type]
-        mirror=own.mirror,  # type: ignore[arg-type]
+        mirror=own.mirror,
         bucket=own.bucket,
         lease_secret=_Secret(),  # type: ignore[arg-type]
         clock=twin_clock(sim),
@@ -110,9 +110,7 @@ def _world(sim: Sim, own: _Region, home: _Region, regions: list[_Region]) -> Wor
         remote={r.name: r.store() for r in regions if r is not own},
     )
     backend.store = twin_store(backend)
-    world = World(sim, own.dynamo, None, own.mirror, settings.shard_map_ttl_seconds)  # type: ignore[arg-type]
-    world.engine = Sluice(backend, read_mirror=world.read_mirror, read_lease_keys=lambda _force: KEYRING)
-    return world
+    return World(sim, own.dynamo, Sluice(backend, read_lease_keys=lambda _force: KEYRING), own.mirror.ssm)
 
 
 def _deployment(kind: str, sim: Sim, network: Network) -> dict[str, tuple[World, str]]:
@@ -135,7 +133,7 @@ def _deployment(kind: str, sim: Sim, network: Network) -> dict[str, tuple[World,
     # An ordered queue: its shards are in the home region only, and every key is sequenced there.
     worlds[home.name].engine.queues.create(QUEUE, {**settings, "ordered": True})
     for region in regions[1:]:  # whoever changes a queue writes every region's mirror
-        region.mirror.docs[QUEUE] = home.mirror.docs[QUEUE]
+        region.mirror.ssm.params.update(home.mirror.ssm.params)
     return {name: (world, name) for name, world in worlds.items()}
 
 

@@ -3,8 +3,13 @@
 - Producers are an open-loop Poisson stream of send requests (`BATCH` messages of `BODY_BYTES`);
   each request is served by a broker container (one actor, reused when idle, a new one when all are
   busy: Lambda's scale-out). A request the broker answers with a throttle or an outage is sent
-  again by the client after rand(0.1, 0.5) s.
-- The coordinator runs `Coordinator.run_once` every `constants.DEFAULT_COORDINATOR_TICK_SECONDS`.
+  again after the answer's Retry-After (1 s for a throttle), as the Sluice SDK does.
+- Each container has its own engine (`World.container`): it reads the queue's document from the twin's
+  SSM once and then learns of map changes from the HEAD items, as in Lambda.
+- The coordinator is the Lambda function: the minute rule invokes it every `RULE_S`, and a broker whose
+  shards throttle wakes it (`sluice.engine.wake`); each invocation starts `ASYNC_START_S` after it is
+  sent and runs the real `Coordinator.run` (one pass at rest, a pass every tick while a queue is busy,
+  for at most `RULE_S` - tick). A run that finds the pass owned stands down, as deployed.
 - Pullers are closed loops: pull(batch), ack what came, again.
 """
 
@@ -17,10 +22,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from bench.twin.world import World, build, percentile
+from bench.twin.world import COORDINATOR_FUNCTION, World, build, percentile
 from sluice import constants as c
 from sluice import errors
-from sluice.engine import mapdoc
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig
 from sluice.engine.scaling import ScalingPolicy
 from sluice.engine.store import ShardAddress
@@ -29,6 +33,10 @@ from sluice.models import OutgoingMessage, Queue
 BATCH = 100
 BODY_BYTES = 200
 TICK_S = c.DEFAULT_COORDINATOR_TICK_SECONDS
+RULE_S = c.COORDINATOR_SCHEDULE_MINUTES * 60
+# Lambda's asynchronous invocations are queued and then run; AWS publishes no latency for that hop.
+# 0.25 s is a conservative figure for an event invoke of a warm function.
+ASYNC_START_S = 0.25
 QUEUE = "twin"
 
 
@@ -37,16 +45,23 @@ class Timeline:
     offered: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))  # msgs first sent
     delivered: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))  # msgs stored
     client_retries: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
-    shards: dict[int, int] = field(default_factory=dict)  # open shards seen by the coordinator, by second
+    shards: dict[int, int] = field(default_factory=dict)  # open shards in the control item, by second
     latencies: list[tuple[float, float]] = field(default_factory=list)  # (done at, seconds)
-    failed_passes: list[float] = field(default_factory=list)  # coordinator passes that hit a throttle
+    failed_passes: list[float] = field(default_factory=list)  # coordinator passes a queue failed in
+    runs: list[tuple[float, str, int]] = field(default_factory=list)  # (start, why, passes) per invocation
 
 
 class Brokers:
-    """Lambda-like: one container per concurrent request; idle containers are reused."""
+    """Lambda-like: one container per concurrent request; idle containers are reused (the most recent,
+    or with `spread` any of them: Lambda promises no affinity)."""
 
     def __init__(
-        self, world: World, messages: list[OutgoingMessage], timeline: Timeline, region: str | None = None
+        self,
+        world: World,
+        messages: list[OutgoingMessage],
+        timeline: Timeline,
+        region: str | None = None,
+        spread: bool = False,
     ) -> None:
         self.world = world
         self.region = region  # where the containers run (None: the only region)
@@ -56,25 +71,44 @@ class Brokers:
         self.idle: list[Any] = []
         self.containers = 0
         self.rng = random.Random(11)
+        self.spread = spread
+
+    def warm(self, count: int, over_s: float) -> None:
+        """`count` containers started evenly over `over_s` (a fleet a previous peak left warm): each reads
+        the queue's document once, as its first request would, then waits for requests."""
+        sim = self.world.sim
+
+        def container() -> None:
+            self.world.container().directory.get(QUEUE)
+            self.idle.append(sim.current)
+            sim.park()
+            self._container()
+
+        for i in range(count):
+            self.containers += 1
+            sim.spawn(f"broker-{self.containers}", container, at=sim.now + over_s * i / max(1, count))
 
     def submit(self, first_sent: float) -> None:
         self.pending.append(first_sent)
         if self.idle:
+            pick = self.rng.randrange(len(self.idle)) if self.spread else len(self.idle) - 1
+            self.idle[pick], self.idle[-1] = self.idle[-1], self.idle[pick]
             self.world.sim.wake(self.idle.pop())
         else:
             self.containers += 1
             self.world.sim.spawn(f"broker-{self.containers}", self._container, region=self.region)
 
     def _container(self) -> None:
-        sim, publisher = self.world.sim, self.world.engine.publisher
+        sim, publisher = self.world.sim, self.world.container().publisher
         while True:
             while self.pending:
                 first_sent = self.pending.popleft()
                 try:
                     publisher.publish(QUEUE, self.messages)
-                except (errors.Throttled, errors.DependencyUnavailable):
+                except (errors.Throttled, errors.DependencyUnavailable) as exc:
+                    # The Sluice SDK retries after the answer's Retry-After (sluice/client.py).
                     self.timeline.client_retries[int(sim.now)] += 1
-                    sim.at(sim.now + self.rng.uniform(0.1, 0.5), partial(self.submit, first_sent))
+                    sim.at(sim.now + exc.retry_after_seconds, partial(self.submit, first_sent))
                     continue
                 self.timeline.delivered[int(sim.now)] += len(self.messages)
                 self.timeline.latencies.append((sim.now, sim.now - first_sent))
@@ -92,33 +126,76 @@ def _arrivals(world: World, brokers: Brokers, rate: Callable[[float], float], en
         schedule()
 
     def schedule() -> None:
+        # Inter-arrival gaps are exponential, so memoryless: a gap longer than 0.1 s is drawn again then,
+        # which follows a rate that changed meanwhile (a step) without changing a constant one.
         r = rate(sim.now) / BATCH
-        nxt = sim.now + (rng.expovariate(r) if r > 0 else 0.1)
-        if nxt < end:
-            sim.at(nxt, arrive if r > 0 else schedule)
+        gap = rng.expovariate(r) if r > 0 else 0.1
+        if sim.now + min(gap, 0.1) < end:
+            sim.at(sim.now + min(gap, 0.1), arrive if gap <= 0.1 else schedule)
 
     sim.at(0.0, schedule)
 
 
-def _coordinator(world: World, timeline: Timeline, end: float, policy: ScalingPolicy) -> None:
-    config = CoordinatorConfig(policy=policy, queues=[QUEUE])
-    coordinator = Coordinator(world.engine.backend, world.engine.queues, config=config, holder="twin")
+class CoordinatorFunction:
+    """The coordinator Lambda: started by the minute rule and by brokers' wakes (`invoke_async`, the
+    engine's `Invoker`), one container per concurrent run, warm ones reused."""
+
+    def __init__(self, world: World, timeline: Timeline, end: float, policy: ScalingPolicy) -> None:
+        self.world = world
+        self.timeline = timeline
+        self.end = end
+        self.config = CoordinatorConfig(
+            policy=policy, queues=[QUEUE], period_s=TICK_S, loop_s=RULE_S - TICK_S
+        )
+        self.warm: list[Coordinator] = []
+        self.started = 0
+        self.wakes = 0  # invocations a broker started
+
+    def schedule(self, first_at: float) -> None:
+        sim = self.world.sim
+
+        def fire(at: float) -> None:
+            self.invoke_async(COORDINATOR_FUNCTION, {"kind": "coordinator.run"})
+            if at + RULE_S < self.end:
+                sim.at(at + RULE_S, partial(fire, at + RULE_S))
+
+        sim.at(first_at, partial(fire, first_at))
+
+    def invoke_async(self, function: str, event: dict[str, Any]) -> None:
+        why = "wake" if event.get("woken_by") else "rule"
+        sim = self.world.sim
+        self.started += 1
+        self.wakes += why == "wake"
+        sim.spawn(f"coordinator-{self.started}", partial(self._run, why), at=sim.now + ASYNC_START_S)
+
+    def _run(self, why: str) -> None:
+        sim = self.world.sim
+        coordinator = (
+            self.warm.pop()
+            if self.warm
+            else Coordinator(self.world.engine.backend, self.world.container().queues, config=self.config)
+        )
+        started = sim.now
+        reports = coordinator.run(self.config.loop_s)  # its clock is the twin's (virtual time)
+        self.timeline.failed_passes += [started for r in reports if r.failed]
+        self.timeline.runs.append((started, why, sum(r.acted for r in reports)))
+        self.warm.append(coordinator)
+
+
+def _sample_shards(world: World, timeline: Timeline, end: float) -> None:
+    """Open shards in the control item at every second (outside the model: no calls, no latency)."""
     sim = world.sim
 
-    def loop() -> None:
-        while sim.now < end:
-            try:
-                coordinator.run_once()
-            except errors.Throttled:  # the Lambda's pass fails; the next tick runs again
-                timeline.failed_passes.append(sim.now)
-            timeline.shards[int(sim.now)] = len(_queue(world).open_shards)
-            sim.sleep(TICK_S)
+    def sample(at: int) -> None:
+        timeline.shards[at] = len(world.queue(QUEUE).open_shards)
+        if at + 1 < end:
+            sim.at(at + 1, partial(sample, at + 1))
 
-    sim.spawn("coordinator", loop)
+    sim.at(0.0, partial(sample, 0))
 
 
 def _queue(world: World) -> Queue:
-    return mapdoc.decode(world.mirror.docs[QUEUE])
+    return world.queue(QUEUE)
 
 
 def _messages() -> list[OutgoingMessage]:
@@ -133,21 +210,32 @@ def publish_load(
     sample: float = 1.0,
     max_shards: int = 128,
     sdk_attempts: int | None = None,
+    first_rule_at: float = 30.0,
+    fleet: int = 0,
+    warm_s: float = 0.0,
 ) -> dict[str, Any]:
     """Offered load `rate(t)` msg/s on one unordered queue for `seconds` of virtual time. With
-    `sample` < 1, that share of the load runs against partitions of that share of the capacity, and
-    the coordinator's per-shard ceiling is scaled alike: figures are reported at full scale."""
-    world = build()
-    world.dynamo.capacity_scale = sample
+    `sample` < 1, that share of the load runs against partitions of that share of the capacity (and
+    that share of SSM's read quota), and the coordinator's per-shard ceiling is scaled alike: figures
+    are reported at full scale. The minute rule first fires at `first_rule_at`. `fleet` (full scale):
+    that many broker containers warmed over the first `warm_s` seconds, each request then served by any
+    idle one."""
+    world = build(sample=sample)
     world.dynamo.max_attempts = sdk_attempts or world.dynamo.max_attempts
     world.engine.queues.create(QUEUE, {"min_shards": 1, "max_shards": max_shards})
     timeline = Timeline()
-    brokers = Brokers(world, _messages(), timeline)
     policy = ScalingPolicy(shard_wcu_ceiling=ScalingPolicy().shard_wcu_ceiling * sample)
+    coordinator = CoordinatorFunction(world, timeline, seconds, policy)
+    world.invoker = coordinator
+    brokers = Brokers(world, _messages(), timeline, spread=bool(fleet))
+    if fleet:
+        brokers.warm(round(fleet * sample), warm_s)
     _arrivals(world, brokers, lambda t: rate(t) * sample, seconds)
-    _coordinator(world, timeline, seconds, policy)
+    coordinator.schedule(first_rule_at)
+    _sample_shards(world, timeline, seconds)
     world.sim.run_until(seconds)
     writes = world.dynamo.write_timeline
+    ssm = world.ssm.stats
     n = int(seconds)
     return {
         "t": list(range(n)),
@@ -156,10 +244,22 @@ def publish_load(
         "delivered": [timeline.delivered.get(s, 0) / sample for s in range(n)],
         "client_retries": [timeline.client_retries.get(s, 0) / sample for s in range(n)],
         "throttled_share": [writes[s][1] / max(1, sum(writes[s])) for s in range(n)],
+        "write_attempts": [sum(writes[s]) / sample for s in range(n)],
+        "throttled_attempts": [writes[s][1] / sample for s in range(n)],
         "shards": _fill(timeline.shards, n),
         "latencies": timeline.latencies,
         "containers": brokers.containers,
         "failed_passes": timeline.failed_passes,
+        "coordinator_runs": timeline.runs,
+        # SSM at full scale: read attempts (GetParameter/GetParameters/GetParametersByPath) per second
+        # against the 40 TPS quota, and how many of them it refused.
+        "ssm_reads": [ssm.reads.get(s, 0) / sample for s in range(n)],
+        "ssm_read_throttles": [ssm.read_throttles.get(s, 0) / sample for s in range(n)],
+        "ssm_puts": [ssm.puts.get(s, 0) for s in range(n)],
+        "ssm_put_throttles": [ssm.put_throttles.get(s, 0) for s in range(n)],
+        "ssm_largest_value": ssm.largest_value,
+        "map_bytes": len(world.engine.queues.mirror_document(world.queue(QUEUE))),
+        "wakes": coordinator.wakes,
     }
 
 

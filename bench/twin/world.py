@@ -1,9 +1,10 @@
 """The real engine (`sluice.service.Sluice`, `Coordinator`, `ShardWorker`) wired to the twin.
 
-The adapters are the real ones (`sluice.adapters.dynamo.Table`, `sluice.adapters.s3.Bucket`); only
-the client under them is the twin's. The SSM mirror and the lease-key secret are small in-memory
-stand-ins with latency. Each actor is one Lambda container: its shard-map cache (Powertools
-parameters, `shard_map_ttl_seconds`) is its own and expires in virtual time.
+The adapters are the real ones (`sluice.adapters.dynamo.Table`, `sluice.adapters.s3.Bucket`,
+`sluice.adapters.ssm.SsmMirror`); only the client under them is the twin's (SSM with its value limits
+and throughput quota: bench/twin/ssm.py). The lease-key secret is a small in-memory stand-in. Each
+container actor has its own engine (`World.container`), so its cached queue documents are its own, as
+in a Lambda container.
 """
 
 from __future__ import annotations
@@ -20,22 +21,36 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from bench.twin.dynamo import Latency, TwinDynamo
-from bench.twin.network import Network
 from bench.twin.sim import Sim
+from bench.twin.ssm import TwinMirror, TwinSsm
 from sluice import codec
+from sluice.adapters import aws
 from sluice.adapters.dynamo import Table
 from sluice.adapters.s3 import Bucket
+from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.clock import Clock
+from sluice.engine.invoker import Invoker
 from sluice.engine.store.dynamo import DynamoShardStore
+from sluice.models import Queue
 from sluice.service import Sluice
 from sluice.settings import Settings
 
 SHARD_TABLES = 4
-# S3: "first-byte-out latencies ... of roughly 100-200 milliseconds" for small objects (AWS, S3 performance
-# design patterns). SSM GetParameter/PutParameter: not published; a round trip like DynamoDB's, doubled.
-S3_LATENCY = Latency(median_s=0.1, sigma=0.3, rng=random.Random(3))
-SSM_LATENCY = Latency(median_s=0.008, sigma=0.45, rng=random.Random(5))
+# S3 request latency, from AWS's published guidance (first byte, reads and writes alike):
+# - S3 Standard: for requests under 512 KB "median latencies are often in the tens of milliseconds
+#   range" (Best Practices Design Patterns: Optimizing Amazon S3 Performance, "Timeouts and Retries for
+#   Latency-Sensitive Applications", https://docs.aws.amazon.com/whitepapers/latest/
+#   s3-optimizing-performance-best-practices/timeouts-and-retries-for-latency-sensitive-applications.html),
+#   which advises retrying a small GET or PUT after 2 s: median 30 ms, p99 ~100 ms here.
+# - S3 Express One Zone: "consistent single-digit millisecond first-byte read and write request
+#   latencies—up to 10x faster than S3 Standard" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/
+#   s3-express-performance.html): median 5 ms, p99 ~11 ms here.
+# Both add transfer at 100 MB/s (a Lambda function's network, about).
+S3_STANDARD = Latency(median_s=0.030, sigma=0.52, rng=random.Random(3))
+S3_EXPRESS = Latency(median_s=0.005, sigma=0.35, rng=random.Random(3))
+COORDINATOR_FUNCTION = "coordinator"
+FAIL_FAST_ATTEMPTS = aws.FAIL_FAST_CONFIG.retries["total_max_attempts"]
 KEYRING = json.dumps({"current_id": 1, "current": "twin-lease-key-" + "k" * 40})
 
 
@@ -49,35 +64,56 @@ class TwinTable(Table):
     def _client(self) -> Any:
         return self._twin
 
+    @property
+    def _fail_fast_client(self) -> Any:
+        return self._twin.with_attempts(FAIL_FAST_ATTEMPTS)
+
 
 class _S3Client:
-    def __init__(self, sim: Sim) -> None:
+    def __init__(self, sim: Sim, latency: Latency = S3_STANDARD) -> None:
         self.sim = sim
+        self.latency = latency
         self.objects: dict[str, bytes] = {}
+        self.calls: list[tuple[str, float]] = []  # (operation, seconds waited)
 
-    def put_object(self, Bucket: str, Key: str, Body: bytes) -> dict:
-        self.sim.sleep(S3_LATENCY.sample(len(Body) / 1024))
+    def _wait(self, op: str, nbytes: int = 0) -> None:
+        took = self.latency.sample(nbytes / 1024)
+        self.calls.append((op, took))
+        self.sim.sleep(took)
+
+    def put_object(self, Bucket: str, Key: str, Body: bytes, Tagging: str = "") -> dict:
+        self._wait("PutObject", len(Body))
         self.objects[Key] = bytes(Body)
         return {}
 
-    def get_object(self, Bucket: str, Key: str) -> dict:
-        self.sim.sleep(S3_LATENCY.sample())
-        if Key not in self.objects:
+    def get_object(self, Bucket: str, Key: str, Range: str = "") -> dict:
+        data = self.objects.get(Key)
+        if data is not None and Range:
+            lo, hi = Range.removeprefix("bytes=").split("-")
+            data = data[int(lo) : int(hi) + 1]
+        self._wait("GetObject", len(data or b""))
+        if data is None:
             raise ClientError({"Error": {"Code": "NoSuchKey", "Message": "NoSuchKey"}}, "GetObject")
-        data = self.objects[Key]
         return {"Body": SimpleNamespace(read=lambda: data)}
 
     def delete_object(self, Bucket: str, Key: str) -> dict:
-        self.sim.sleep(S3_LATENCY.sample())
+        self._wait("DeleteObject")
         self.objects.pop(Key, None)
+        return {}
+
+    def delete_objects(self, Bucket: str, Delete: dict) -> dict:
+        self._wait("DeleteObjects")
+        for obj in Delete["Objects"]:
+            self.objects.pop(obj["Key"], None)
         return {}
 
     def get_paginator(self, _name: str) -> Any:
         objects = self.objects
 
-        def paginate(Bucket: str, Prefix: str) -> list[dict]:
-            self.sim.sleep(S3_LATENCY.sample())
-            return [{"Contents": [{"Key": k} for k in sorted(objects) if k.startswith(Prefix)]}]
+        def paginate(Bucket: str, Prefix: str, StartAfter: str = "") -> list[dict]:
+            self._wait("ListObjectsV2")
+            keys = [k for k in sorted(objects) if k.startswith(Prefix) and k > StartAfter]
+            return [{"Contents": [{"Key": k} for k in keys]}]
 
         return SimpleNamespace(paginate=paginate)
 
@@ -92,39 +128,6 @@ class TwinBucket(Bucket):
         return self._s3
 
 
-class TwinMirror:
-    """The SSM mirror's interface (`sluice.adapters.ssm.SsmMirror`): one document per queue."""
-
-    def __init__(self, sim: Sim, region: str | None = None, network: Network | None = None) -> None:
-        self.sim = sim
-        self.region = region
-        self.network = network
-        self.docs: dict[str, str] = {}
-        self.reads = 0
-
-    def _latency(self) -> float:
-        own = SSM_LATENCY.sample()
-        if self.network is None:
-            return own
-        return own + self.network.rtt(getattr(self.sim.current, "region", None), self.region)
-
-    def name(self, queue: str) -> str:
-        return f"/twin/{queue}"
-
-    def read(self, queue: str) -> str | None:
-        self.reads += 1
-        self.sim.sleep(self._latency())
-        return self.docs.get(queue)
-
-    def write(self, queue: str, document: str) -> None:
-        self.sim.sleep(self._latency())
-        self.docs[queue] = document
-
-    def delete(self, queue: str) -> None:
-        self.sim.sleep(self._latency())
-        self.docs.pop(queue, None)
-
-
 class _Secret:
     def read(self, force: bool = False) -> str:
         return KEYRING
@@ -134,45 +137,55 @@ class _Secret:
 class World:
     sim: Sim
     dynamo: TwinDynamo
-    engine: Sluice
-    mirror: TwinMirror
-    map_ttl_s: float = 5.0
+    engine: Sluice  # set-up and admin calls (outside any container)
+    ssm: TwinSsm
+    invoker: Invoker | None = None  # what a container's wake starts (the scenario's coordinator)
 
-    def read_mirror(self, name: str, force: bool) -> str | None:
-        """Powertools' cached parameter, per container (actor), expiring in virtual time."""
+    def container(self) -> Sluice:
+        """The engine of the calling actor's container: made on its first call, kept for its life."""
         actor = self.sim.current
-        cache = actor.cache if actor is not None else {}
-        hit = cache.get(name)
-        if hit is not None and not force and self.sim.now < hit[0]:
-            return hit[1]
-        doc = self.mirror.read(name)
-        cache[name] = (self.sim.now + self.map_ttl_s, doc)
-        return doc
+        if actor is None:
+            return self.engine
+        engine = actor.cache.get("engine")
+        if engine is None:
+            engine = actor.cache["engine"] = Sluice(
+                self.engine.backend, read_lease_keys=lambda _force: KEYRING, invoker=self.invoker
+            )
+        return engine
+
+    def queue(self, name: str) -> Queue:
+        """The control item's document, read outside the model (no latency, no capacity)."""
+        item = self.dynamo.tables[self.engine.backend.settings.control_table][keys.queue_pk(name)]
+        return Queue.model_validate_json(item.items[keys.QUEUE_SK][keys.DOC]["S"])
 
 
-def build(seed: int = 14) -> World:
+def build(seed: int = 14, sample: float = 1.0, s3_latency: Latency = S3_STANDARD) -> World:
+    """`sample`: the share of the load a scenario simulates (DynamoDB partitions and SSM's read quota
+    are scaled alike); `s3_latency`: S3 Standard or Express One Zone."""
     sim = Sim()
     dynamo = TwinDynamo(sim, Latency(rng=random.Random(seed)), random.Random(seed + 1))
-    mirror = TwinMirror(sim)
+    dynamo.capacity_scale = sample
+    ssm = TwinSsm(sim, scale=sample)
+    mirror = TwinMirror(ssm)
     settings = Settings(
         control_table="twin-control",
         shard_tables=[f"twin-shards-{i}" for i in range(SHARD_TABLES)],
         segment_bucket="twin-segments",
         shard_map_prefix="/twin",
+        coordinator_function=COORDINATOR_FUNCTION,
     )
     backend = Backend(
         settings=settings,
         control=TwinTable(settings.control_table, dynamo),
         shard_tables=[TwinTable(name, dynamo) for name in settings.shard_tables],
-        mirror=mirror,  # type: ignore[arg-type]
-        bucket=TwinBucket(settings.segment_bucket, _S3Client(sim)),
+        mirror=mirror,
+        bucket=TwinBucket(settings.segment_bucket, _S3Client(sim, s3_latency)),
         lease_secret=_Secret(),  # type: ignore[arg-type]
         clock=twin_clock(sim),
     )
     backend.store = twin_store(backend)
-    world = World(sim, dynamo, None, mirror, settings.shard_map_ttl_seconds)  # type: ignore[arg-type]
-    world.engine = Sluice(backend, read_mirror=world.read_mirror, read_lease_keys=lambda _force: KEYRING)
-    return world
+    engine = Sluice(backend, read_lease_keys=lambda _force: KEYRING)
+    return World(sim, dynamo, engine, ssm)
 
 
 def twin_clock(sim: Sim) -> Clock:
@@ -190,14 +203,14 @@ def twin_store(backend: Backend) -> DynamoShardStore:
 @lru_cache(maxsize=256)
 def _encode_key(key: tuple) -> bytes:
     return codec.encode_batch(
-        codec.StoredMessage(b, ct, pk, dict(attrs), vis, ov) for b, ct, pk, attrs, vis, ov in key
+        codec.StoredMessage(b, ct, pk, dict(attrs), vis, ov, n) for b, ct, pk, attrs, vis, ov, n in key
     )
 
 
 def _memo_encode(messages: Iterable[codec.StoredMessage]) -> bytes:
     key = tuple(
         (m.body, m.content_type, m.partition_key, tuple(sorted(m.attributes.items())), m.visible_at_ms,
-         m.overflow_key)
+         m.overflow_key, m.payload_len)
         for m in messages
     )  # fmt: skip
     return _encode_key(key)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
@@ -20,6 +20,7 @@ from sluice.constants import LAMBDA_SYNC_PAYLOAD_BYTES, ROUTES, Route
 from sluice.engine.auth import Principal
 
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
+StaticHandler = Callable[[dict[str, Any]], dict[str, Any]]  # no token, no resolver: files, not API
 
 
 def build_app(*routers: APIGatewayHttpRouter) -> APIGatewayHttpResolver:
@@ -124,13 +125,30 @@ def _too_deep(body: str) -> bool:
     return False
 
 
-def make_handler(app: APIGatewayHttpResolver, function: str, faces: tuple[Face, ...]) -> LambdaHandler:
-    """The Lambda entry point of `function`: auth gate from the route table, then the resolver."""
+def make_handler(
+    app: APIGatewayHttpResolver,
+    function: str,
+    faces: tuple[Face, ...],
+    static: Mapping[str, StaticHandler] | None = None,
+) -> LambdaHandler:
+    """The Lambda entry point of `function`: auth gate from the route table, then the resolver. Routes
+    whose `face` is a key of `static` (the console's files) go to that handler instead, untouched."""
+    static = static or {}
     by_name = {face.name: face for face in faces}
-    routes = {route.route_key: (route, by_name[route.face]) for route in ROUTES if route.function == function}
+    routes = {
+        route.route_key: (route, by_name[route.face])
+        for route in ROUTES
+        if route.function == function and route.face not in static
+    }
+    static_routes = {
+        r.route_key: static[r.face] for r in ROUTES if r.function == function and r.face in static
+    }
 
     @http_function
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        serve = static_routes.get(event.get("routeKey", ""))
+        if serve is not None:
+            return serve(event)
         route, face = routes.get(event.get("routeKey", ""), (None, None))
         reject = face.reject if face is not None else envelope_rejection
         raw_body = face is not None and face.raw_body

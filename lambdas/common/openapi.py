@@ -11,8 +11,10 @@ from typing import Any
 
 from lambdas.common.errors import STATUS
 from lambdas.faces.openstreams.common import RULE as OPEN_STREAM_RULE
+from lambdas.faces.sqs.actions import ACTIONS as SQS_ACTIONS
+from lambdas.faces.sqs.protocol import JSON_CONTENT_TYPE as SQS_JSON
 from lambdas.faces.streams.common import STREAM_RULE
-from sluice.constants import ROUTES
+from sluice.constants import ROUTES, SQS_ACCOUNT_ID
 
 TITLE = "Sluice"
 VERSION = "1.0"
@@ -85,6 +87,66 @@ def _open_stream_operation(operation: dict[str, Any]) -> None:
     operation["description"] = "The open Durable Streams protocol (docs/api.md)."
 
 
+SQS_PATHS = ("/", f"/{SQS_ACCOUNT_ID}/{{queue_name}}")
+_SQS_ERROR = {
+    "type": "object",
+    "properties": {"__type": {"type": "string"}, "message": {"type": "string"}},
+    "description": "AWS JSON 1.0 errors; the query protocol answers <ErrorResponse> XML. The header "
+    "x-amzn-query-error carries the query code (`AWS.SimpleQueueService.NonExistentQueue;Sender`).",
+}
+
+
+def _sqs_operation(operation: dict[str, Any], statuses: list[int]) -> None:
+    """The SQS face: one route for every action, the action named by a header (JSON 1.0) or the form."""
+    actions = sorted(SQS_ACTIONS)
+    operation["description"] = (
+        "The Amazon SQS face: AWS JSON 1.0 (`X-Amz-Target: AmazonSQS.<Action>`) or the query protocol "
+        "(form `Action=<Action>`, XML answers; query clients also post to the queue URL). Every SQS action "
+        "(x-sqs-actions); docs/api.md has what each maps to. SigV4 with an access key issued to a token."
+    )
+    operation["x-sqs-actions"] = actions
+    operation["security"] = [{"sigv4": []}]
+    operation["parameters"] = [
+        *operation.get("parameters", []),
+        {
+            "in": "header",
+            "name": "X-Amz-Target",
+            "required": False,
+            "schema": {"type": "string", "enum": [f"AmazonSQS.{a}" for a in actions]},
+        },
+    ]
+    operation["requestBody"] = {
+        "required": True,
+        "content": {
+            SQS_JSON: {
+                "schema": {"type": "object", "description": "the action's input (botocore's SQS model)"}
+            },
+            "application/x-www-form-urlencoded": {
+                "schema": {
+                    "type": "object",
+                    "required": ["Action"],
+                    "properties": {"Action": {"type": "string", "enum": actions}},
+                    "additionalProperties": True,
+                }
+            },
+        },
+    }
+    error = {
+        "description": "SQS error",
+        "content": {
+            SQS_JSON: {"schema": {"$ref": "#/components/schemas/SqsError"}},
+            "text/xml": {"schema": {}},
+        },
+    }
+    operation["responses"] = {
+        "200": {
+            "description": "the action's output",
+            "content": {SQS_JSON: {"schema": {}}, "text/xml": {"schema": {}}},
+        },
+        **{str(status): error for status in statuses},
+    }
+
+
 def build() -> dict[str, Any]:
     merged: dict[str, Any] = {
         "openapi": "3.1.0",
@@ -95,8 +157,18 @@ def build() -> dict[str, Any]:
                 "ErrorEnvelope": _ERROR_ENVELOPE,
                 "GatewayError": _GATEWAY_ERROR,
                 "StreamsError": _STREAMS_ERROR,
+                "SqsError": _SQS_ERROR,
             },
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "sigv4": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "Authorization",
+                    "description": "AWS Signature Version 4 (service sqs, any region) with an access key "
+                    "issued to a token (POST /v1/tokens/{token_id}/access-key)",
+                },
+            },
         },
         "security": [{"bearer": []}],
     }
@@ -133,6 +205,9 @@ def build() -> dict[str, Any]:
             if path == OPEN_STREAMS_OPENAPI_PATH:
                 for status in statuses:
                     responses.setdefault(str(status), _OPEN_STREAM_ERROR)
+                continue
+            if path in SQS_PATHS:
+                _sqs_operation(operation, [400, 403, 500, 503])
                 continue
             # The Durable Streams face answers errors as {"error": ...}, as that protocol does.
             error_schema = "StreamsError" if path == STREAMS_OPENAPI_PATH else "ErrorEnvelope"

@@ -1,10 +1,12 @@
-"""The engine for this Lambda container: built once, with the shard-map mirror and the lease-signing
-keys cached by Powertools (SSMProvider, SecretsProvider)."""
+"""The engine for this Lambda container: built once. Queue documents are kept by the engine's
+`QueueDirectory` for the container's life (read from SSM once, refreshed only when a HEAD item says the
+map changed: no polling); the lease-signing keys are cached by Powertools (SecretsProvider)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
+from lambdas.common.invoke import LambdaInvoker
 from sluice import errors
 from sluice.adapters import aws
 from sluice.service import Sluice
@@ -19,20 +21,6 @@ def service() -> Sluice:
     from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
     settings = get_settings()
-    provider = parameters.SSMProvider(boto3_client=aws.client("ssm", settings.aws_endpoint_url))
-    backend_mirror_name = settings.shard_map_prefix.rstrip("/")
-
-    def read_mirror(queue: str, force: bool) -> str | None:
-        try:
-            value = provider.get(
-                f"{backend_mirror_name}/{queue}",
-                max_age=int(settings.shard_map_ttl_seconds),
-                force_fetch=force,
-            )
-        except GetParameterError:
-            return None
-        return value if isinstance(value, str) else None  # untransformed: always the string
-
     secrets = parameters.SecretsProvider(boto3_client=aws.client("secretsmanager", settings.aws_endpoint_url))
 
     def read_lease_keys(force: bool) -> str:
@@ -49,4 +37,5 @@ def service() -> Sluice:
         assert isinstance(value, str)  # SecretString: the stack never stores a binary secret here
         return value
 
-    return Sluice.from_settings(settings, read_mirror, read_lease_keys=read_lease_keys)
+    invoker = LambdaInvoker(settings.lambda_endpoint_url)  # wakes the coordinator when shards throttle
+    return Sluice.from_settings(settings, read_lease_keys=read_lease_keys, invoker=invoker)

@@ -1,10 +1,12 @@
 """The coordinator: EventBridge schedule → scaling, sealing, shard-map publish, push workers, shard work.
 
-The schedule fires every `COORDINATOR_SCHEDULE_MINUTES` with a `sluice.events.CoordinatorEvent`; each
-run keeps deciding every `SLUICE_COORDINATOR_PERIOD_SECONDS` (the tick, CDK context
-`coordinator_tick_seconds`) for `SLUICE_COORDINATOR_LOOP_SECONDS` (the rule's period minus one tick), and
-always stops `SAFETY_SECONDS` before the function's timeout: scaling reacts within a tick, not a minute.
-The event may override both (manual invocations). Metrics go out as EMF.
+The schedule fires every `COORDINATOR_SCHEDULE_MINUTES` with a `sluice.events.CoordinatorEvent`; a
+broker whose shards throttle sends one too (`woken_by`, sluice/engine/wake.py). A run passes once and
+keeps deciding every `SLUICE_COORDINATOR_PERIOD_SECONDS` (the tick, CDK context
+`coordinator_tick_seconds`) only while some queue is busy, for at most `SLUICE_COORDINATOR_LOOP_SECONDS`
+(the rule's period minus one tick), and always stops `SAFETY_SECONDS` before the function's timeout: at
+rest one short pass a minute, under load a decision every tick. The event may override both (manual
+invocations). Metrics go out as EMF.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from lambdas.common.observability import event_function, logger, metrics
 from lambdas.common.runtime import service
 from sluice import constants as c
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig, RunReport
-from sluice.engine.coordinator.reports import Figures
+from sluice.engine.coordinator.reports import Figures, QueueReport
 from sluice.events import CoordinatorEvent
 from sluice.settings import get_settings
 
@@ -43,10 +45,18 @@ def emit_metrics(report: RunReport) -> None:
     """Per queue: dimension `queue` (the queue over every region: a single-region deployment's figures,
     or the home region coordinator's all-regions sum) and, multi-region, dimensions `queue` + `region`
     (this coordinator's region's shards). Then this run's totals over its queues with dimension service
-    only (its region's: what the stack's alarm in each region watches)."""
+    only (its region's: what the stack's alarm in each region watches).
+
+    An idle queue (nothing written, nothing waiting, no throttle, no push worker) emits nothing, nor does
+    a run whose queues are all idle: each custom metric is billed for every hour it is emitted in, so an
+    idle stack would pay for them by the month (docs/performance.md "Cost at rest"). The stack's alarms
+    treat missing data as not breaching, and a dashboard shows a gap, not a zero."""
     if not report.acted:
         return
-    for q in report.queues:
+    active = [q for q in report.queues if not _idle(q)]
+    if not active:
+        return
+    for q in active:
         per_queue = EphemeralMetrics(namespace=c.METRICS_NAMESPACE, service=c.SERVICE_NAME)
         per_queue.add_dimension("queue", q.queue)
         if q.region:
@@ -74,6 +84,13 @@ def emit_metrics(report: RunReport) -> None:
     )
 
 
+def _idle(q: QueueReport) -> bool:
+    busy = q.writes_per_s or q.throttles_per_s or q.total_backlog or q.push_workers_started or q.unreadable
+    return not busy and (
+        q.all_regions is None or not (q.all_regions.writes_per_s or q.all_regions.total_backlog)
+    )
+
+
 def _add_figures(target: EphemeralMetrics, figures: Figures) -> None:
     """The metrics a queue's `Figures` carry, in one region or over all of them."""
     target.add_metric(c.METRIC_BACKLOG, MetricUnit.Count, figures.total_backlog)
@@ -94,6 +111,8 @@ def loop_seconds(event: CoordinatorEvent, config: CoordinatorConfig, remaining_m
 @event_parser(model=CoordinatorEvent)
 def lambda_handler(event: CoordinatorEvent, context: LambdaContext) -> dict[str, Any]:
     coord = coordinator()
+    if event.woken_by:
+        logger.info("woken: queue %s saw its shards throttled", event.woken_by)
     loop = loop_seconds(event, coord.config, context.get_remaining_time_in_millis())
     reports = coord.run(loop, period_s=event.period_seconds)
     for report in reports:

@@ -27,12 +27,29 @@ RETRY_CONFIG = Config(
     max_pool_connections=50,
     tcp_keepalive=True,
 )
-# Another region's clients (a multi-region deployment): an unreachable region must cost a call little,
-# so the engine's per-region breaker (sluice/engine/regions.py) can skip it and answer from the others.
+# Another region's clients (a multi-region deployment): a region that is down, or that accepts connections
+# and then hangs, must cost a call little and a bounded time, so the engine's per-region breaker
+# (sluice/engine/regions.py) skips it and answers from the others. One attempt (the breaker and the
+# caller's next poll are the retry) of at most REMOTE_CALL_SECONDS: before, 2 attempts of up to 1 + 5 s
+# with backoff between made a hanging region cost ~12 s a call, and a 20 s long pull end past the 29 s
+# function timeout. A cross-region DynamoDB call takes 60-250 ms, far inside the read timeout.
+REMOTE_CONNECT_SECONDS = 1.0
+REMOTE_READ_SECONDS = 2.0
+REMOTE_CALL_SECONDS = REMOTE_CONNECT_SECONDS + REMOTE_READ_SECONDS
 REMOTE_CONFIG = Config(
-    retries={"total_max_attempts": 2, "mode": "standard"},  # the first attempt and one retry
-    connect_timeout=1,
-    read_timeout=5,
+    retries={"total_max_attempts": 1, "mode": "standard"},
+    connect_timeout=REMOTE_CONNECT_SECONDS,
+    read_timeout=REMOTE_READ_SECONDS,
+    max_pool_connections=50,
+    tcp_keepalive=True,
+)
+
+# Calls with a better way out than waiting (an SSM read the control item can answer, a send another
+# shard can take): no retry, so a throttle costs milliseconds, not the seconds of RETRY_CONFIG's backoff.
+FAIL_FAST_CONFIG = Config(
+    retries={"total_max_attempts": 1, "mode": "standard"},
+    connect_timeout=2,
+    read_timeout=10,
     max_pool_connections=50,
     tcp_keepalive=True,
 )
@@ -49,22 +66,28 @@ _THROTTLE_CODES = frozenset(
 _UNAVAILABLE_CODES = frozenset({"InternalServerError", "ServiceUnavailable", "InternalError", "503"})
 
 _lock = threading.Lock()
-_clients: dict[tuple[str, str | None, str | None], Any] = {}
+_clients: dict[tuple[str, str | None, str | None, bool], Any] = {}
 _session: botocore.session.Session | None = None
 _instruments: list[Callable[[Any], None]] = []  # fault injection and call accounting (tests, bench)
 
 
-def client(service: str, endpoint_url: str | None = None, region: str | None = None) -> Any:
+def client(
+    service: str, endpoint_url: str | None = None, region: str | None = None, *, fail_fast: bool = False
+) -> Any:
     """A cached, thread-safe client per (service, endpoint, region): created once per Lambda container.
     `region` None: the process's own region (AWS_DEFAULT_REGION); a multi-region deployment names the
-    others, and a region other than the process's own gets `REMOTE_CONFIG`."""
-    key = (service, endpoint_url, region)
+    others, and a region other than the process's own gets `REMOTE_CONFIG`. `fail_fast`: no retry
+    (`FAIL_FAST_CONFIG`), for calls the caller can answer another way."""
+    key = (service, endpoint_url, region, fail_fast)
     with _lock:
         if key not in _clients:
             global _session
             _session = _session or botocore.session.get_session()
+            config = config_for(_session, region)
+            if fail_fast and config is RETRY_CONFIG:
+                config = FAIL_FAST_CONFIG
             _clients[key] = _session.create_client(
-                service, region_name=region, endpoint_url=endpoint_url, config=config_for(_session, region)
+                service, region_name=region, endpoint_url=endpoint_url, config=config
             )
             for attach in _instruments:
                 attach(_clients[key])

@@ -117,6 +117,10 @@ class Table:
     def _client(self) -> Any:
         return aws.client("dynamodb", self._endpoint_url, self.region)
 
+    @property
+    def _fail_fast_client(self) -> Any:
+        return aws.client("dynamodb", self._endpoint_url, self.region, fail_fast=True)
+
     def get(self, pk: str, sk: str, *, consistent: bool = True) -> Item | None:
         with aws.translated("DynamoDB"):
             resp = self._client.get_item(
@@ -146,10 +150,14 @@ class Table:
         names: Mapping[str, str] | None = None,
         values: Mapping[str, Any] | None = None,
         returns: str = "NONE",
+        fail_fast: bool = False,
     ) -> Item | None:
+        """`fail_fast`: no retry on a throttle (`aws.FAIL_FAST_CONFIG`), for a caller that has somewhere
+        else to go (a send that can move to another shard)."""
         kwargs = self._conditional(condition, names, values)
+        client = self._fail_fast_client if fail_fast else self._client
         with aws.translated("DynamoDB"), _conditional_errors():
-            resp = self._client.update_item(
+            resp = client.update_item(
                 TableName=self.name,
                 Key=serialize(key(pk, sk)),
                 UpdateExpression=expression,

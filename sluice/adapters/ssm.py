@@ -71,6 +71,14 @@ class SsmMirror:
     def _client(self) -> Any:
         return aws.client("ssm", self._endpoint_url, self.region)
 
+    @property
+    def _fast_client(self) -> Any:
+        """Reads and one-value writes fail fast (no retry): the mirror is a cache of the control item. A
+        container that cannot read it reads the control item instead; a write SSM throttles is repaired
+        by the coordinator (PutParameter has a small quota of its own), not retried for seconds of
+        backoff."""
+        return aws.client("ssm", self._endpoint_url, self.region, fail_fast=True)
+
     def name(self, queue: str) -> str:
         return f"{self.prefix}/{queue}"
 
@@ -96,12 +104,14 @@ class SsmMirror:
     def write(self, queue: str, document: str) -> None:
         name = self.name(queue)
         if len(document.encode()) <= STANDARD_MAX_BYTES:
-            self._put(name, document)
+            self._put(name, document, self._fast_client)
             return
+        # Several puts against PutParameter's 3 a second: these retry (with the SDK's backoff), or a
+        # large map would never be written whole.
         tag, parts = tag_of(document), split(document)
         for index, part in enumerate(parts):
-            self._put(self.part_name(name, index), tag + part)
-        self._put(name, json.dumps({"~parts": len(parts), "tag": tag}, separators=(",", ":")))
+            self._put(self.part_name(name, index), tag + part, self._client)
+        self._put(name, json.dumps({"~parts": len(parts), "tag": tag}, separators=(",", ":")), self._client)
 
     def delete(self, queue: str) -> None:
         """The queue's parameter and its parts, if any (gone already is fine)."""
@@ -139,7 +149,7 @@ class SsmMirror:
     def _get(self, name: str) -> str | None:
         try:
             with aws.translated("SSM"):
-                resp = self._client.get_parameter(Name=name)
+                resp = self._fast_client.get_parameter(Name=name)
         except ClientError as exc:
             if aws.error_code(exc) == "ParameterNotFound":
                 return None
@@ -151,21 +161,21 @@ class SsmMirror:
         found: dict[str, str] = {}
         for start in range(0, len(names), GET_PARAMETERS_MAX):
             with aws.translated("SSM"):
-                resp = self._client.get_parameters(Names=names[start : start + GET_PARAMETERS_MAX])
+                resp = self._fast_client.get_parameters(Names=names[start : start + GET_PARAMETERS_MAX])
             found.update({p["Name"]: p["Value"] for p in resp.get("Parameters", [])})
         return found
 
-    def _put(self, name: str, value: str) -> None:
+    def _put(self, name: str, value: str, client: Any) -> None:
         tier = tier_for(len(value.encode()), known_advanced=name in self._advanced)
         try:
-            self._put_tier(name, value, tier)
+            self._put_tier(name, value, tier, client)
         except ClientError as exc:
             if tier != "Standard" or aws.error_code(exc) != "ValidationException":
                 raise
-            self._put_tier(name, value, "Advanced")  # it is Advanced already: AWS refuses the downgrade
+            self._put_tier(name, value, "Advanced", client)  # Advanced already: AWS refuses the downgrade
 
-    def _put_tier(self, name: str, value: str, tier: str) -> None:
+    def _put_tier(self, name: str, value: str, tier: str, client: Any) -> None:
         with aws.translated("SSM"):
-            self._client.put_parameter(Name=name, Value=value, Type="String", Overwrite=True, Tier=tier)
+            client.put_parameter(Name=name, Value=value, Type="String", Overwrite=True, Tier=tier)
         if tier == "Advanced":
             self._advanced.add(name)

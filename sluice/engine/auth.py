@@ -2,7 +2,9 @@
 
 Tokens carry 256 bits of randomness, so a fast hash is enough (no password stretching needed).
 Lookups are cached per process for a short TTL to keep them off the hot path; a revoked token
-stops working within that TTL.
+stops working within that TTL. A token minted with a lifetime is refused (401, "expired") from its
+`expires_ms` on, cached or not; its items carry the tables' TTL a week later, so DynamoDB drops them
+after the week in which the API still says why the token stopped working.
 
 Multi-region: tokens are created and revoked in the home region's control table; verification reads
 this region's replica of it (no cross-region call on the hot path). A token the replica does not
@@ -18,6 +20,7 @@ import secrets
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from sluice import errors
@@ -32,6 +35,8 @@ Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
 
 TOKEN_PREFIX = "sluice_"
+MAX_TOKEN_LIFETIME_SECONDS = 10 * 365 * 86_400
+EXPIRED_KEPT_SECONDS = 7 * 86_400  # an expired token's items stay this long (401 "expired", not "unknown")
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,10 @@ class Principal:
     token_id: str
     queue: str
     scopes: frozenset[str]
+    expires_ms: int | None = None
+
+    def expired(self, now_ms: int) -> bool:
+        return self.expires_ms is not None and now_ms >= self.expires_ms
 
     def allows(self, scope: Scope, queue: str | None) -> bool:
         if "admin" in self.scopes and self.queue == ALL_QUEUES:
@@ -46,6 +55,17 @@ class Principal:
         if queue is not None and self.queue not in (ALL_QUEUES, queue):
             return False
         return scope in self.scopes or "admin" in self.scopes
+
+
+def principal_of(item: dict[str, Any]) -> Principal:
+    """The principal a token item (or an access key's item, which copies it) describes."""
+    expires = item.get(keys.TOKEN_EXPIRES_MS)
+    return Principal(
+        item[keys.TOKEN_ID],
+        item[keys.TOKEN_QUEUE],
+        frozenset(item[keys.TOKEN_SCOPES]),
+        None if expires is None else int(expires),
+    )
 
 
 def _digest(token: str) -> str:
@@ -59,7 +79,13 @@ class TokenStore:
         self._cache: dict[str, tuple[float, Principal | None]] = {}
         self._lock = threading.Lock()
 
-    def create(self, queue: str, scopes: Sequence[str], token: str | None = None) -> tuple[str, str]:
+    def expiry_after(self, seconds: int) -> int:
+        """The `expires_ms` of a token minted now that lives `seconds`."""
+        return self.backend.clock() + seconds * 1000
+
+    def create(
+        self, queue: str, scopes: Sequence[str], token: str | None = None, expires_ms: int | None = None
+    ) -> tuple[str, str]:
         """(token_id, token). The token is shown once; only its hash is stored."""
         check_token_binding(queue)  # the one name rule: a token cannot be bound to "../x"
         unknown = sorted(set(scopes) - set(SCOPES))
@@ -69,6 +95,12 @@ class TokenStore:
         token_id = secrets.token_hex(8)
         digest = _digest(token)
         now = self.backend.clock()
+        lifetime = {}
+        if expires_ms is not None:
+            lifetime = {
+                keys.TOKEN_EXPIRES_MS: expires_ms,
+                keys.TTL: expires_ms // 1000 + EXPIRED_KEPT_SECONDS,
+            }
         try:
             self.backend.control.put(
                 {
@@ -78,6 +110,7 @@ class TokenStore:
                     keys.TOKEN_QUEUE: queue,
                     keys.TOKEN_SCOPES: sorted(set(scopes)),
                     keys.CREATED_MS: now,
+                    **lifetime,
                 },
                 condition=keys.NEW_ITEM,
             )
@@ -92,6 +125,7 @@ class TokenStore:
                 keys.TOKEN_QUEUE: queue,
                 keys.TOKEN_SCOPES: sorted(set(scopes)),
                 keys.CREATED_MS: now,
+                **lifetime,
             }
         )
         return token_id, token
@@ -103,6 +137,7 @@ class TokenStore:
                 "queue": item[keys.TOKEN_QUEUE],
                 "scopes": item[keys.TOKEN_SCOPES],
                 "created_on": item[keys.CREATED_MS],
+                "expires_on": item.get(keys.TOKEN_EXPIRES_MS),
             }
             for item in self.backend.control.query(keys.TOKENS_PK, consistent=True)
         ]
@@ -112,6 +147,8 @@ class TokenStore:
         if item is None:
             raise errors.TokenNotFound(f"token {token_id!r} not found")
         self.backend.control.delete(keys.token_pk(item[keys.TOKEN_DIGEST]), keys.TOKEN_SK)
+        if item.get(keys.TOKEN_ACCESS_KEY):  # its SQS access key goes with it
+            self.backend.control.delete(keys.access_key_pk(item[keys.TOKEN_ACCESS_KEY]), keys.ACCESS_KEY_SK)
         self.backend.control.delete(keys.TOKENS_PK, token_id)
         with self._lock:
             self._cache.pop(item[keys.TOKEN_DIGEST], None)
@@ -136,6 +173,10 @@ class TokenStore:
                 self._cache[digest] = (now + self._ttl, principal)
         if principal is None:
             raise errors.Unauthorized("unknown or revoked token")
+        if principal.expires_ms is not None and principal.expired(self.backend.clock()):
+            at = datetime.fromtimestamp(principal.expires_ms / 1000, UTC)
+            expired = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+            raise errors.Unauthorized(f"token expired at {expired}: mint a new one")
         return principal
 
     def _lookup(self, digest: str) -> Principal | None:
@@ -149,7 +190,7 @@ class TokenStore:
                 item = None
         if item is None:
             return None
-        return Principal(item[keys.TOKEN_ID], item[keys.TOKEN_QUEUE], frozenset(item[keys.TOKEN_SCOPES]))
+        return principal_of(item)
 
     @staticmethod
     def _read(table: Table, digest: str) -> dict[str, Any] | None:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sluice import errors
+from sluice.adapters import aws
 from sluice.engine.backend import Backend
 from sluice.engine.budget import ByteBudget
 from sluice.engine.commit import MAX_COMMIT_ATTEMPTS, LaneView, StateCommit
@@ -91,6 +92,10 @@ class Consumer:
         as the pull's on the shards it touches: one write instead of two (`result.ack` tells how)."""
         clock = self.clock
         deadline = clock.monotonic() + wait_ms / 1000
+        # Every region is read once; after that, while the pull waits, another region's read starts only
+        # if it ends (REMOTE_CALL_SECONDS at worst) before the deadline: a long pull against a region
+        # that hangs still answers on time.
+        remote_until = float("inf")
         delay = 0.05
         queue = self.directory.get(queue_name)
         carried = None if acks is None else self._carry(queue, acks)
@@ -98,7 +103,10 @@ class Consumer:
         acked = None
         while True:
             budget = ByteBudget(max_bytes, size_of) if size_of else None
-            result = self._pull_once(queue_name, group, batch_size, visibility_ms, budget, carried)
+            result = self._pull_once(
+                queue_name, group, batch_size, visibility_ms, budget, carried, remote_until
+            )
+            remote_until = deadline
             if carried is not None:
                 acked, carried = carried.result(), None  # applied once: the polls that follow only pull
             result.ack = acked
@@ -115,6 +123,7 @@ class Consumer:
         visibility_ms: int | None,
         budget: ByteBudget | None,
         carried: CarriedAcks | None = None,
+        remote_until: float = float("inf"),
     ) -> LeasedBatch:
         queue = self.directory.get(queue_name)
         if queue.paused or group not in queue.groups:
@@ -129,12 +138,18 @@ class Consumer:
         )
         answered = skipped = 0
         for index, (region, shards) in enumerate(self.planner.regions(queue)):
+            if pull.paused:
+                break
             if index and pull.full:
                 pull.exact = False  # a later region is read only when the batch has room
                 continue
             if not self.breaker.allows(region):
                 skipped += 1
                 continue
+            remote = region not in (None, self.backend.region)
+            if remote and self.clock.monotonic() + aws.REMOTE_CALL_SECONDS > remote_until:
+                pull.exact = False
+                continue  # too late for another region's worst case: the pull answers on time without it
             try:
                 self._pull_region(pull, shards)
             except errors.DependencyUnavailable:
@@ -181,7 +196,9 @@ class Consumer:
                 return
         if self._from_sample(pull, shards, tried):
             return
-        reads = self.planner.survey(queue, shards, group, every_lane=False)  # HEAD + lane 0 per shard
+        reads = self._survey(pull, shards, every_lane=False)  # HEAD + lane 0 per shard
+        if pull.paused:
+            return
         # No lanes split anywhere (a queue at rest): lane 0 is every lane, this read is the whole survey.
         whole = not any(r.groups[group].high > 1 for r in reads)
         idle: list[tuple[ShardAddress, Cursor, int]] = []
@@ -198,7 +215,9 @@ class Consumer:
                 pull.exact = False  # claimed from the unclaimed backlog: enough, without reading every lane
                 pull.figures.add(figures)
                 return
-            reads = self.planner.survey(queue, shards, group, every_lane=True)
+            reads = self._survey(pull, shards, every_lane=True)
+            if pull.paused:
+                return
             surveyed_at, leased_before = self.clock(), len(pull.out)
             figures = PullPlanner.figures(reads, group, surveyed_at)
             idle = self._idle(reads, group, surveyed_at)
@@ -213,6 +232,19 @@ class Consumer:
             for at, seen, version in idle:
                 self.store.merge(at, group, GroupState(read=seen.next, read_item=seen.next), version, seen)
 
+    def _survey(self, pull: _Pull, shards: Sequence[Shard], *, every_lane: bool) -> list[ShardRead]:
+        """`planner.survey`, observing the HEADs' map stamps: a HEAD stamped with a newer map makes the
+        next pull read the new shards too, and one stamped with a pause stops this pull (`pull.paused`:
+        nothing leased, no exact answer)."""
+        queue = pull.queue
+        reads = self.planner.survey(queue, shards, pull.group, every_lane=every_lane)
+        for read in reads:
+            head = read.head
+            self.directory.observe_stamp(queue, read.address.shard, head.map_version, head.map_route)
+        if self.directory.get(queue.name).paused:  # a HEAD just said so (the stamp of a pause)
+            pull.paused, pull.exact = True, False
+        return reads
+
     def _from_sample(self, pull: _Pull, shards: list[Shard], tried: set[tuple[int, int]]) -> bool:
         """Under load, a pull fills from a sample of the shards (as many reads as before the exact
         answers): True when it did (its figures an estimate). A container whose last pull of the group
@@ -221,7 +253,9 @@ class Consumer:
         sample = self.planner.sample(queue, group, shards, pull.carried)
         if sample is None:
             return False
-        reads = self.planner.survey(queue, sample, group, every_lane=False)
+        reads = self._survey(pull, sample, every_lane=False)
+        if pull.paused:
+            return True
         figures = PullPlanner.figures(reads, group, self.clock())
         for busy in (False, True):
             if not pull.full:
@@ -514,6 +548,7 @@ class _Pull:
     out: list[Delivery] = field(default_factory=list)
     figures: Figures = field(default_factory=Figures)
     exact: bool = True
+    paused: bool = False  # a HEAD's stamp said the queue was paused meanwhile: lease nothing more
 
     @property
     def want(self) -> int:

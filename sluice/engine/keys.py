@@ -22,7 +22,11 @@ QUEUE_SK = "QUEUE"
 QUEUE_INDEX_PK = "QUEUES"  # one item per queue under this key, for paged listing
 TOKENS_PK = "TOKENS"  # listing: one item per token id
 TOKEN_SK = "TOKEN"
+ACCESS_KEY_SK = "AK"
 QUEUE_ID_SK = "QID"  # under queue_id_pk(id): the name of the queue with that id
+# Under queue_pk(name): the map stamp of one region (route_sk), as on its HEADs (HEAD_MAP_VERSION,
+# HEAD_MAP_ROUTE): what a broker whose every shard throttles reads, a HEAD being out of reach then.
+QUEUE_ROUTE_SK = "ROUTE"
 PURGE_SK = "PURGE"  # under queue_pk(name): when the last purge ran
 PULL_CONSUMER_SK = "PULLCONSUMER"  # under queue_pk(name): the Cloudflare face's http_pull consumer
 CONSUMER_SK_PREFIX = "CONSUMER#"  # under queue_pk(name): a push consumer's config
@@ -32,6 +36,8 @@ COORDINATOR_OWNERSHIP_SK = "LEASE"  # coordinator_ownership_sk(...): one ownersh
 COORDINATOR_STATE_SK_PREFIX = "STATE#"
 COORDINATOR_PRUNED_SK = "PRUNED"  # when the region's SSM path was last listed for lingering mirrors
 PRUNED_AT = "at"
+COORDINATOR_WAKE_SK = "WAKE"  # per region: when a broker last woke the coordinator, or it last passed
+WAKE_AT = "at"
 IDEMPOTENCY_PK_PREFIX = "IDEM"  # Powertools' key prefix; the record's sk is IDEMPOTENCY_SK
 IDEMPOTENCY_SK = "IDEM"
 SEGMENT_INDEX_PK_PREFIX = "SEG#"  # segment_index_pk(...): one item per segment, sk = its first sequence
@@ -48,6 +54,8 @@ TOKEN_ID = "token_id"  # token item (token_pk): the id its listing item (TOKENS_
 TOKEN_DIGEST = "digest"  # listing item: the token's SHA-256, to find and drop its token item
 TOKEN_QUEUE = "queue"  # both: the queue the token is bound to (`*`: all)
 TOKEN_SCOPES = "scopes"
+TOKEN_ACCESS_KEY = "ak"  # both: the SQS access key id issued to the token, if any
+TOKEN_EXPIRES_MS = "expires_ms"  # both, when minted with a lifetime: refused from then on
 
 # Shard tables
 HEAD_SK = "HEAD"
@@ -64,8 +72,10 @@ HEAD_SEALED_MS = "sealed_ms"
 HEAD_FLUSHED = "flushed"  # every sequence below it is in an S3 segment
 HEAD_TTL_SET = "ttl_set"  # bottomless queues: items below it have their TTL set after the flush
 HEAD_PRODUCER_VERSION = "pver"  # the highest producer version seen (fences older producers)
-HEAD_MAP_VERSION = "mv"  # the shard-map version the coordinator stamped (brokers learn of new maps from it)
-HEAD_MAP_ROUTE = "mo"  # with it: "<config digest>/<tables>/<open id ranges of the HEAD's region>" (issue 23)
+# Stamped by whoever changes the queue's document (sluice/engine/maproute.py): its version, and the
+# route of the HEAD's region (config digest / table count / open shard ids) a container adopts.
+HEAD_MAP_VERSION = "mv"
+HEAD_MAP_ROUTE = "mo"
 # Write counters (sluice.engine.counters): requests, messages, bytes, throttles, conflicts
 HEAD_COUNTERS = ("wreq", "wmsgs", "wbytes", "thr", "cfl")
 
@@ -86,8 +96,8 @@ ITEM_COUNT = "n"  # messages in the item
 ITEM_TS = "ts"  # timestamp (ms) shared by its messages
 ITEM_DATA = "d"  # the encoded batch (sluice.codec)
 ITEM_GAP = "gap"  # a tombstone for sequences allocated and never written (sluice.engine.gaps)
-ITEM_OBJECT = "obj"  # payload tier (issue 24): the S3 object holding the batch instead of `d`
-ITEM_OFFSETS = "off"  # with ITEM_OBJECT: where each message starts in the object
+ITEM_PAYLOAD = "p"  # payload tier: the S3 key of the object holding the bodies (`d` is then the index)
+ITEM_PAYLOAD_BASE = "pb"  # payload tier: where this item's first body starts in that object (absent: 0)
 
 # Group state items: one per lane of a group on a shard, pk `lane_partition(shard pk, lane)`, sk `G#<group>`
 # (lane 0: the shard's own partition, the item of before the lanes)
@@ -128,6 +138,11 @@ def token_pk(digest: str) -> str:
     return f"TOKEN#{digest}"
 
 
+def access_key_pk(access_key_id: str) -> str:
+    """An SQS access key (SigV4 on the SQS face): its token's id, queue and scopes (`ACCESS_KEY_SK`)."""
+    return f"AK#{access_key_id}"
+
+
 def consumer_sk(consumer_id: str) -> str:
     return f"{CONSUMER_SK_PREFIX}{consumer_id}"
 
@@ -142,6 +157,11 @@ def slot_sk(consumer_id: str, slot: int) -> str:
 
 def slot_of(sk: str) -> int:
     return int(sk.rsplit("#", 1)[1])
+
+
+def route_sk(region: str | None) -> str:
+    """A queue's map stamp for `region` (None: the single region), next to its document."""
+    return QUEUE_ROUTE_SK if region is None else f"{QUEUE_ROUTE_SK}#{region}"
 
 
 def coordinator_ownership_sk(base: str, region: str | None) -> str:

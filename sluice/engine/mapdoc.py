@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sluice import constants as c
 from sluice.models import Queue, Shard, ShardState
 
 FORMAT = 2
@@ -24,6 +25,7 @@ STATES: tuple[ShardState, ...] = ("open", "sealed", "retired")
 # Printable ASCII less '"' and '\\' (no JSON escaping): 92 codes, so 30 regions.
 CODES = "".join(ch for ch in map(chr, range(33, 127)) if ch not in '"\\')
 MAX_REGIONS = len(CODES) // len(STATES)
+assert MAX_REGIONS == c.MAX_REGIONS
 _EXCLUDED = {"shards", "next_shard_id"}
 
 

@@ -9,15 +9,18 @@ forgotten. So purge is O(shards), covers every group, including groups created l
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sluice import errors, faults
+from sluice.constants import LAMBDA_SYNC_PAYLOAD_BYTES
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.consume import Consumer
 from sluice.engine.deadletter import SOURCE_ATTRIBUTE
 from sluice.engine.publish import Publisher, request_batches
 from sluice.engine.queues import QueueRegistry
+from sluice.engine.regions import by_region
 from sluice.engine.shardstate import ShardRead, ShardStateReader
 from sluice.engine.store import ShardAddress
 from sluice.models import DEFAULT_GROUP, MAX_BATCH_MESSAGES, OutgoingMessage, Queue, Shard
@@ -112,9 +115,13 @@ class Operations:
     def metrics(self, queue_name: str, *, groups: list[str] | None = None) -> dict[str, Any]:
         """Backlog (count, estimated bytes, oldest message), available, in-flight and delayed messages per
         consumer group and per shard, exact (sluice.engine.lanes), from each shard's HEAD and the groups'
-        lanes (BatchGetItems) plus one item read per group and shard for the oldest unacked message. The
-        top-level figures are the `default` group's (the group Cloudflare-style pulls use). Multi-region:
-        each shard names its region, and `regions` gives the same top-level figures per region."""
+        lanes (batched reads, one region at a time) plus one item read per group and shard for the oldest
+        unacked message. The top-level
+        figures are the `default` group's (the group Cloudflare-style pulls use). Multi-region: each
+        shard names its region, and `regions` gives the same top-level figures per region (the totals
+        are over all); a region that cannot be reached, or cools down after failing, is skipped and
+        named in `skipped_regions` (the figures are then over the others). An answer that would pass
+        METRICS_BYTES keeps per-shard figures for the top group only (`shard_groups_omitted`)."""
         queue = self.registry.get(queue_name)
         now = self.backend.clock()
         names = groups or sorted(queue.groups)
@@ -122,38 +129,53 @@ class Operations:
         per_group: dict[str, dict[str, Any]] = {g: _empty() for g in names}
         per_region: dict[str, dict[str, Any]] = {}
         shards_out = []
-        for read in self.shard_states.read(queue, queue.readable_shards, names):
-            shard, head = read.shard, read.head
-            shard_groups = {}
-            for group in names:
-                figures = self._figures(queue, read, group, now)
-                shard_groups[group] = figures
-                _merge(per_group[group], figures)
-                if shard.region and group == top_group:
-                    _merge(per_region.setdefault(shard.region, _empty()), figures)
-            shards_out.append(
-                {
-                    "shard": shard.id,
-                    **({"region": shard.region} if shard.region else {}),
-                    "state": shard.state,
-                    "next_seq": head.next,
-                    "purge_floor": head.floor,
-                    "last_write_ms": head.ts,
-                    "consumer_groups": shard_groups,
-                }
-            )
+        skipped: list[str] = []
+        breaker = self.consumer.breaker
+        for region, shards in by_region(self.backend, queue.readable_shards):
+            try:
+                with breaker.guard(region):
+                    reads = self.shard_states.read(queue, shards, names)  # a group never here: the floor
+                    entries = [self._shard_entry(queue, read, names, now) for read in reads]
+            except errors.DependencyUnavailable:
+                if region is None:
+                    raise  # one region: nothing else to answer from
+                skipped.append(region)
+                continue
+            for shard, entry in entries:
+                for group, figures in entry["consumer_groups"].items():
+                    _merge(per_group[group], figures)
+                    if shard.region and group == top_group:
+                        _merge(per_region.setdefault(shard.region, _empty()), figures)
+                shards_out.append(entry)
         for figures in [*per_group.values(), *per_region.values()]:
             oldest = figures["oldest_message_timestamp_ms"]
             figures["oldest_message_age_ms"] = max(0, now - oldest) if oldest else 0
         top = per_group.get(DEFAULT_GROUP) or next(iter(per_group.values()), _empty())
-        return {
+        answer = {
             "queue_name": queue.name,
             "paused": queue.paused,
             "shard_count": len(queue.open_shards),
             **top,
             "consumer_groups": per_group,
-            "shards": shards_out,
+            "shards": sorted(shards_out, key=lambda e: e["shard"]),
             **({"regions": per_region} if per_region else {}),
+            **({"skipped_regions": sorted(skipped)} if skipped else {}),
+        }
+        return fit_metrics(answer, top_group)
+
+    def _shard_entry(
+        self, queue: Queue, read: ShardRead, names: list[str], now: int
+    ) -> tuple[Shard, dict[str, Any]]:
+        shard, head = read.shard, read.head
+        shard_groups = {group: self._figures(queue, read, group, now) for group in names}
+        return shard, {
+            "shard": shard.id,
+            **({"region": shard.region} if shard.region else {}),
+            "state": shard.state,
+            "next_seq": head.next,
+            "purge_floor": head.floor,
+            "last_write_ms": head.ts,
+            "consumer_groups": shard_groups,
         }
 
     def _figures(self, queue: Queue, read: ShardRead, group: str, now: int) -> dict[str, Any]:
@@ -182,7 +204,7 @@ class Operations:
         for item in candidates:
             if item.gap or item.payload is None:
                 continue
-            bodies = [len(m.body) for m in store.messages(at, item)]
+            bodies = store.body_sizes(at, item)  # without fetching a payload-tier object
             return item.ts, (sum(bodies) / len(bodies) if bodies else 0.0)
         return 0, 0.0
 
@@ -206,3 +228,21 @@ def _merge(total: dict[str, Any], part: dict[str, Any]) -> None:
         or part["oldest_message_timestamp_ms"] < total["oldest_message_timestamp_ms"]
     ):
         total["oldest_message_timestamp_ms"] = part["oldest_message_timestamp_ms"]
+
+
+# A metrics answer travels as one Lambda response (6 MB), like a pull's: the same 1 MB margin.
+METRICS_BYTES = LAMBDA_SYNC_PAYLOAD_BYTES - 1_000_000
+
+
+def fit_metrics(answer: dict[str, Any], top_group: str | None, limit: int = METRICS_BYTES) -> dict[str, Any]:
+    """The answer, or, when it would pass `limit` bytes (256 shards x 3 regions x 32 groups of long
+    names reach ~5.4 MB), the same with per-shard figures for `top_group` only: the per-group totals stay
+    complete, and `shard_groups_omitted` says per-shard detail was cut (ask with `groups` for others)."""
+    if len(json.dumps(answer)) <= limit:
+        return answer
+    kept = [top_group] if top_group else []
+    shards = [
+        {**entry, "consumer_groups": {g: f for g, f in entry["consumer_groups"].items() if g in kept}}
+        for entry in answer["shards"]
+    ]
+    return {**answer, "shards": shards, "shard_groups_omitted": True}

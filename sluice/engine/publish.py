@@ -11,20 +11,24 @@ from __future__ import annotations
 
 import hashlib
 import random
+import threading
 from collections.abc import Collection, Iterator, Sequence
 
 from sluice import errors, faults, offsets
 from sluice.codec import StoredMessage, encoded_size
-from sluice.engine import keys, regions
+from sluice.engine import keys, payloads, regions, tierpolicy
 from sluice.engine.backend import Backend
 from sluice.engine.counters import ShardCounters
 from sluice.engine.queues import QueueDirectory
-from sluice.engine.store import Allocation, AllocationRefused, HeadGuard, ShardAddress, SlotTaken
+from sluice.engine.store import Allocation, AllocationRefused, Head, HeadGuard, ShardAddress, SlotTaken
+from sluice.engine.wake import Waker
 from sluice.models import MAX_BATCH_MESSAGES, MAX_REQUEST_BYTES, OutgoingMessage, PublishResult, Queue, Shard
 
 ITEM_BYTES = 350 * 1024  # DynamoDB items stop at 400 KB; keep room for keys and attributes
 OVERFLOW_BYTES = 256 * 1024  # a larger body goes to S3 and the item keeps a pointer
 _MAX_ALLOCATE_ATTEMPTS = 6
+PEEK_EVERY_MS = 500  # a throttled broker reads the queue's route item at most this often
+COOL_MS = 200  # a shard that refused a send is not tried again by this process for this long
 
 
 def message_id(queue: Queue, shard_id: int, seq: int) -> str:
@@ -52,10 +56,14 @@ class HeadChanged(errors.Conflict):
 
 
 class Publisher:
-    def __init__(self, backend: Backend, directory: QueueDirectory) -> None:
+    def __init__(self, backend: Backend, directory: QueueDirectory, waker: Waker | None = None) -> None:
         self.backend = backend
         self.directory = directory
-        self.counters = ShardCounters()  # throttles/conflicts carried on the next head update
+        self.waker = waker  # starts the coordinator when shards throttle (sluice/engine/wake.py)
+        self.counters = ShardCounters(backend.clock)  # throttles/conflicts carried on the next head update
+        self._peek_lock = threading.Lock()
+        self._peeked: dict[str, int] = {}  # queue -> when this process last read its route item
+        self._cool_until: dict[str, int] = {}  # shard partition key -> refused sends until (ms)
 
     def publish(
         self,
@@ -63,10 +71,12 @@ class Publisher:
         messages: Sequence[OutgoingMessage],
         *,
         version: int | None = None,
+        max_bytes: int = MAX_REQUEST_BYTES,
     ) -> PublishResult:
-        """Store `messages` durably, in order, and return their ids and offsets."""
+        """Store `messages` durably, in order, and return their ids and offsets. `max_bytes`: what the
+        calling face lets one request carry (the native send, MAX_SEND_BYTES)."""
         queue = self.directory.get(queue_name)
-        self.check_batch(queue, messages)
+        self.check_batch(queue, messages, max_bytes)
         result = PublishResult(message_ids=[], offsets=[], shard=-1)
         for group in self._split_by_shard(queue, messages):
             part = self._publish_to_one_shard(queue, group, version)
@@ -100,7 +110,9 @@ class Publisher:
         return self._publish_to_one_shard(queue, messages, version, guard, keyed=True)
 
     @staticmethod
-    def check_batch(queue: Queue, messages: Sequence[OutgoingMessage]) -> None:
+    def check_batch(
+        queue: Queue, messages: Sequence[OutgoingMessage], max_bytes: int = MAX_REQUEST_BYTES
+    ) -> None:
         if not messages:
             raise errors.InvalidRequest("send at least one message")
         if len(messages) > MAX_BATCH_MESSAGES:
@@ -117,9 +129,9 @@ class Publisher:
                     f"message {index} is {size} bytes (body, partition key and attributes); "
                     f"queue {queue.name!r} accepts at most {limit}"
                 )
-        if total > MAX_REQUEST_BYTES:
+        if total > max_bytes:
             raise errors.RequestTooLarge(
-                f"the messages add up to {total} bytes; one request carries at most {MAX_REQUEST_BYTES}"
+                f"the messages add up to {total} bytes; one request carries at most {max_bytes}"
             )
 
     def _split_by_shard(
@@ -166,31 +178,50 @@ class Publisher:
         """`keyed`: the messages belong to the home region's shards even on an unordered queue (an
         append to a stream: one sequencer for its one order)."""
         nbytes = sum(len(m.body) for m in messages)
-        throttled: set[int] = set()
-        refreshed = False
+        # An unordered send may land on any open shard of its region: it moves to one that has not
+        # refused a send lately instead of failing the request (the twin showed clients retrying into
+        # the same hot shard) or waiting out the SDK's backoff on it.
+        movable = not queue.settings.ordered and guard is None
+        avoid: set[int] = set()  # shards that refused this send
+        peeked = False
         for _ in range(_MAX_ALLOCATE_ATTEMPTS):
             candidates = self._candidates(queue, keyed)
-            shard = self._pick_shard(queue, messages, candidates, throttled)
+            cooling = self._cooling(queue, candidates) if movable else set()
+            if movable and candidates and all(s.id in avoid or s.id in cooling for s in candidates):
+                # Every shard this broker knows refused a send within COOL_MS. A newer map may name
+                # more (the route item, read at most every PEEK_EVERY_MS); else the client retries,
+                # and the refused partitions are spared an attempt that would be throttled too.
+                seen = None if peeked else self._peek(queue, candidates[0])
+                peeked = True
+                if seen is not None and any(
+                    s.id not in avoid and s.id not in self._cooling(seen, [s])
+                    for s in self._candidates(seen, keyed)
+                ):
+                    queue = seen
+                    continue
+                self._throttled(queue, candidates[0], first=not avoid)
+                raise errors.Throttled(f"queue {queue.name!r} is throttled; retry after a short pause")
+            shard = self._pick_shard(queue, messages, candidates, avoid | cooling)
             try:
                 alloc = self._allocate(queue, shard, len(messages), version, nbytes, guard=guard)
-            except _ShardSealed:
-                queue = self.directory.refresh(queue.name, queue.version)
+            except _ShardSealed as sealed:
+                # The HEAD's stamp names the map that sealed it: adopt it, or read the document.
+                head = sealed.head
+                newer = self.directory.observe_stamp(queue, shard, head.map_version, head.map_route)
+                if _is_open(newer, shard.id):
+                    newer = self.directory.refresh(queue.name, queue.version)
+                queue = newer
                 continue
             except errors.Throttled:
-                # An unordered send may land on any open shard of its region: move to one not throttled
-                # yet instead of failing the request (the twin showed clients retrying into the same hot
-                # shard). When every such shard this broker knows is throttled, the coordinator may have
-                # added shards the cached map does not show yet: look once.
-                throttled.add(shard.id)
-                if queue.settings.ordered or guard is not None:
+                self._throttled(queue, shard, first=not avoid)
+                with self._peek_lock:
+                    self._cool_until[keys.shard_pk(queue, shard.id)] = self.backend.clock() + COOL_MS
+                if not movable:
                     raise
-                if len(throttled) >= len(candidates):
-                    newer = None if refreshed else self.directory.refresh(queue.name, queue.version)
-                    refreshed = True
-                    if newer is None or newer.version <= queue.version:
-                        raise
-                    queue = newer
+                avoid.add(shard.id)
                 continue
+            # for the next send (this one is placed): the HEAD's map stamp, as the allocation left it
+            self.directory.observe_stamp(queue, shard, alloc.map_version, alloc.map_route)
             faults.crash_point(faults.PUBLISH_AFTER_ALLOCATE)
             self._write(queue, shard, alloc, messages)
             seqs = range(alloc.first_seq, alloc.first_seq + len(messages))
@@ -201,6 +232,36 @@ class Publisher:
                 tail_seq=alloc.first_seq + len(messages),
             )
         raise errors.DependencyUnavailable(f"queue {queue.name!r} is resharding; retry shortly")
+
+    def _throttled(self, queue: Queue, shard: Shard, *, first: bool) -> None:
+        """A send refused for throttling: unmet demand (counted once per request, `first`), and what
+        the coordinator scales for: wake it now (sluice/engine/wake.py)."""
+        if first:
+            self.counters.note_throttle(keys.shard_pk(queue, shard.id))
+        if self.waker is not None:
+            self.waker.wake(queue.name)
+
+    def _cooling(self, queue: Queue, shards: Sequence[Shard]) -> set[int]:
+        """The shards of `shards` that refused a send of this process within `COOL_MS`."""
+        now = self.backend.clock()
+        with self._peek_lock:
+            return {s.id for s in shards if self._cool_until.get(keys.shard_pk(queue, s.id), 0) > now}
+
+    def _peek(self, queue: Queue, shard: Shard) -> Queue | None:
+        """The newer map the region's stamp names, when there is one. Not from a HEAD (a throttled
+        partition refuses reads too): from the route item the stamp also wrote next to the document
+        (one eventually consistent read, at most every `PEEK_EVERY_MS` per queue and process)."""
+        now = self.backend.clock()
+        with self._peek_lock:
+            if now - self._peeked.get(queue.name, -PEEK_EVERY_MS) < PEEK_EVERY_MS:
+                return None
+            self._peeked[queue.name] = now
+        try:
+            route = self.directory.registry.route_of(queue.name, shard.region)
+        except (errors.Throttled, errors.DependencyUnavailable):
+            return None
+        newer = self.directory.observe(queue, shard, route)
+        return newer if newer is not queue and newer.version >= queue.version else None
 
     def _allocate(
         self,
@@ -218,16 +279,26 @@ class Publisher:
         for _ in range(_MAX_ALLOCATE_ATTEMPTS):
             counts = self.counters.take(at.pk, count, nbytes)
             try:
-                return store.allocate(at, count, now, counts, producer_version=version, guard=guard)
+                return store.allocate(
+                    at,
+                    count,
+                    now,
+                    counts,
+                    producer_version=version,
+                    guard=guard,
+                    # A throttled HEAD: no SDK retry, another shard (an unordered send has others), and
+                    # the throttle is counted and wakes the coordinator at once, not after seconds of
+                    # backoff on a partition that stays hot until the coordinator acts.
+                    fail_fast=guard is None and not queue.settings.ordered,
+                )
             except errors.Throttled:
                 self.counters.restore(at.pk, counts)
-                self.counters.note_throttle(at.pk)
                 raise
             except AllocationRefused as exc:
                 self.counters.restore(at.pk, counts)
                 head = exc.head
                 if head.sealed:
-                    raise _ShardSealed from exc
+                    raise _ShardSealed(head) from exc
                 if guard is not None and exc.guard_value != guard.expected:
                     raise HeadChanged("the stream changed concurrently; decide again") from exc
                 if version is not None and head.producer_version > version:
@@ -268,13 +339,27 @@ class Publisher:
         expires = None
         if not queue.settings.bottomless:
             expires = (alloc.timestamp_ms // 1000) + queue.settings.retention_seconds
+        settings = queue.settings
+        hot_seconds = min(settings.retention_seconds, tierpolicy.MAX_HOT_DAYS * tierpolicy.DAY_SECONDS)
+        tier = None
+        if payloads.plan(settings.payload_tier, stored, hot_seconds, settings.bottomless) == "s3":
+            days = tierpolicy.object_days(hot_seconds, settings.bottomless)
+            tier = payloads.TierObject.of(at.pk, alloc.first_seq, stored, days)
+            self.backend.bucket_for(shard).put(tier.key, tier.data, tags=tier.tags)
+            faults.crash_point(faults.TIER_AFTER_PUT)
+            stored = tier.index
         for first, chunk in _pack(alloc.first_seq, stored):
+            key = None if tier is None else tier.key
+            base = 0 if tier is None else tier.base_of(first - alloc.first_seq)
             try:
-                self.backend.store.write_batch(at, first, alloc.timestamp_ms, chunk, expires)
+                self.backend.store.write_batch(
+                    at, first, alloc.timestamp_ms, chunk, expires, object_key=key, object_base=base
+                )
             except SlotTaken as exc:
                 raise errors.WriteRaced(
                     "the send stalled so long that its slot was sealed as a gap; nothing was stored, retry"
                 ) from exc
+        faults.crash_point(faults.PUBLISH_AFTER_WRITE)
 
 
 def _pack(first_seq: int, stored: Sequence[StoredMessage]) -> list[tuple[int, list[StoredMessage]]]:
@@ -299,6 +384,15 @@ def _pack(first_seq: int, stored: Sequence[StoredMessage]) -> list[tuple[int, li
 
 class _ShardSealed(Exception):
     """The head refused the allocation because the coordinator sealed the shard."""
+
+    def __init__(self, head: Head) -> None:
+        super().__init__("sealed")
+        self.head = head  # as it was: its map stamp names the map that sealed it
+
+
+def _is_open(queue: Queue, shard_id: int) -> bool:
+    shard = queue.shard(shard_id)
+    return shard is not None and shard.state == "open"
 
 
 def request_batches(messages: Sequence[OutgoingMessage]) -> Iterator[list[OutgoingMessage]]:

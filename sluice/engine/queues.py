@@ -10,7 +10,8 @@ from __future__ import annotations
 import builtins
 import logging
 import secrets
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,15 +19,16 @@ from pydantic import ValidationError
 from sluice import errors, faults
 from sluice.adapters.dynamo import ConditionFailed
 from sluice.adapters.ssm import SsmMirror
-from sluice.engine import keys, mapdoc
+from sluice.engine import keys, mapdoc, maproute
 from sluice.engine.backend import Backend
-from sluice.models import QUEUE_ID_RE, Queue, QueueSettings
+from sluice.engine.store import Head, ShardAddress
+from sluice.models import QUEUE_ID_RE, Queue, QueueSettings, Shard
 from sluice.names import QUEUE, check_queue_name
 
 log = logging.getLogger(__name__)
 
-MirrorReader = Callable[[str, bool], str | None]
-"""(queue name, force fresh) → the mirrored queue document, or None when there is none."""
+MirrorReader = Callable[[str], str | None]
+"""Queue name → the mirrored queue document (read now), or None when there is none."""
 
 
 def parse_settings(raw: dict[str, Any] | None, base: QueueSettings | None = None) -> QueueSettings:
@@ -56,6 +58,8 @@ class QueueRegistry:
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
+        # Told of every document this process commits (the process's QueueDirectory keeps it).
+        self.listeners: list[Callable[[Queue], None]] = []
 
     @property
     def regions(self) -> list[str | None]:
@@ -97,6 +101,7 @@ class QueueRegistry:
         self.backend.control.put({keys.PK: keys.QUEUE_INDEX_PK, keys.SK: name, keys.CREATED_MS: now})
         self._index_id(queue)
         self._write_mirrors(queue)
+        self._committed(queue)
         if settings.dead_letter_queue:
             self.ensure_dead_letter(settings.dead_letter_queue, settings)
         return queue
@@ -168,6 +173,70 @@ class QueueRegistry:
         for region in self.regions:
             self.seal_heads(queue, region)
 
+    def stamp_heads(
+        self,
+        queue: Queue,
+        regions: Sequence[str | None] | None = None,
+        known: Mapping[int, Head] | None = None,
+    ) -> int:
+        """Stamp the open and sealed HEAD items of `regions` (default: this process's) with `queue`'s
+        version and each region's route (sluice/engine/maproute.py): every container that allocates on
+        one, or reads it, learns of the change (a HEAD nobody has written yet is made, so the first send
+        there learns too). With `known` (HEADs a pass just read), only those that lag. A throttled HEAD
+        is left to the next pass; a region that fails is logged and left to its coordinator. Returns
+        how many were stamped."""
+        home, tables = self.home_region, len(self.backend.shard_tables)
+        stamped = 0
+        for region in [self.region] if regions is None else regions:
+            stamp = maproute.route(queue, region, tables, home)
+            self._stamp_route(queue, region, stamp)
+            for shard in queue.shards_in(region, home):
+                if shard.state == "retired":
+                    continue
+                if known is not None:
+                    head = known.get(shard.id)
+                    if head is None or (head.map_version >= queue.version and head.map_route == stamp):
+                        continue
+                try:
+                    if not self.backend.store.stamp_map(ShardAddress.of(queue, shard), queue.version, stamp):
+                        continue  # it names this version or a newer one already
+                except errors.Throttled:
+                    continue  # a hot HEAD: the next pass stamps it, meanwhile the route item tells
+                except Exception as exc:  # committed already: the coordinator of `region` stamps the rest
+                    log.warning("queue %s: HEAD items in %s were not stamped: %s", queue.name, region, exc)
+                    break
+                stamped += 1
+        return stamped
+
+    def _stamp_route(self, queue: Queue, region: str | None, stamp: str) -> None:
+        """The region's stamp next to the document (`keys.route_sk`): a broker whose every shard is
+        throttled reads it there, its HEADs being out of reach (`Publisher._peek`)."""
+        try:
+            self.backend.control.put(
+                {
+                    keys.PK: keys.queue_pk(queue.name),
+                    keys.SK: keys.route_sk(region),
+                    keys.HEAD_MAP_VERSION: queue.version,
+                    keys.HEAD_MAP_ROUTE: stamp,
+                    "incarnation": queue.incarnation,
+                },
+                condition="attribute_not_exists(#mv) OR #mv < :v OR incarnation <> :i",
+                names={"#mv": keys.HEAD_MAP_VERSION},
+                values={":v": queue.version, ":i": queue.incarnation},
+            )
+        except ConditionFailed:
+            pass  # a newer one is there
+        except Exception as exc:  # as for the HEADs: the coordinator's next pass writes it
+            log.warning("queue %s: the route of %s was not written: %s", queue.name, region, exc)
+
+    def route_of(self, name: str, region: str | None) -> dict[str, Any] | None:
+        """The region's stamp (`_stamp_route`) from this region's replica of the control table."""
+        return self.backend.local_control.get(keys.queue_pk(name), keys.route_sk(region), consistent=False)
+
+    def _committed(self, queue: Queue) -> None:
+        for listener in self.listeners:
+            listener(queue)
+
     def seal_heads(self, queue: Queue, region: str | None) -> int:
         """Seal the HEAD of every shard of `queue` in `region` (None: the only one): a deleted queue's
         shards then refuse every send, also from a container whose cached document still lists them
@@ -177,13 +246,7 @@ class QueueRegistry:
         sealed = 0
         for shard in queue.shards_in(region, home):
             try:
-                self.backend.table_for(shard).update(
-                    keys.shard_pk(queue, shard.id),
-                    keys.HEAD_SK,
-                    "SET #s = :t, #sm = if_not_exists(#sm, :now)",
-                    names={"#s": keys.HEAD_SEALED, "#sm": keys.HEAD_SEALED_MS},
-                    values={":t": True, ":now": self.backend.clock()},
-                )
+                self.backend.store.seal(ShardAddress.of(queue, shard), self.backend.clock())
             except Exception as exc:  # as for mirrors: the delete is committed, the rest is repair
                 log.warning("queue %s: shards in %s were not sealed: %s", queue.name, region, exc)
                 break
@@ -277,6 +340,10 @@ class QueueRegistry:
             if fence is not None:
                 faults.crash_point(faults.COORDINATOR_AFTER_MAP_WRITE)
             self._write_mirrors(updated)
+            # A coordinator changes its own region's shards (and stamps the rest of its region on every
+            # pass); any other change (settings, pause, groups) is stamped in every region at once.
+            self.stamp_heads(updated, [region] if fence is not None else self.regions)
+            self._committed(updated)
             return updated
         raise errors.Conflict(f"queue {name!r} is being changed concurrently; retry")
 
@@ -284,15 +351,21 @@ class QueueRegistry:
         """Rewrite this region's SSM mirror when it lags the control item (a writer died between the two,
         or could not reach this region), or holds an earlier queue of the same name (deleted and created
         again meanwhile). Brokers would otherwise keep an old map until the next change; True when it was
-        repaired."""
-        doc = self.backend.mirror.read(queue.name)
+        repaired (False also when SSM throttles the check: the next one tries again)."""
+        try:
+            doc = self.backend.mirror.read(queue.name)
+        except errors.Throttled:
+            return False
         if doc is not None:
             mirrored = mapdoc.decode(doc)
             if mirrored.incarnation == queue.incarnation and mirrored.version >= queue.version:
                 return False
             if mirrored.incarnation != queue.incarnation:  # the earlier queue's shards refuse sends here
                 self.seal_heads(mirrored, self.region)
-        self.backend.mirror.write(queue.name, self.mirror_document(queue))
+        try:
+            self.backend.mirror.write(queue.name, self.mirror_document(queue))
+        except errors.Throttled:
+            return False
         return True
 
     def mirror_document(self, queue: Queue) -> str:
@@ -308,10 +381,16 @@ class QueueRegistry:
         )
 
     def _to_every_mirror(self, name: str, action: Callable[[SsmMirror], None], done: str) -> None:
-        """`action` on this region's mirror (its failure raises), then on every other region's (a
-        failure is logged: that region's coordinator repairs its mirror)."""
+        """`action` on this region's mirror, then on every other region's. The change is committed in
+        the control item already and the mirror is a cache: one that SSM throttled (PutParameter has a
+        small quota of its own) or could not reach is logged, and that region's coordinator repairs it;
+        containers meanwhile read the control item, and learn of map changes from the HEAD stamps. Any
+        other failure of this region's mirror (a document SSM refuses) is the caller's error."""
         own, *others = self.backend.mirrors
-        action(own)
+        try:
+            action(own)
+        except (errors.Throttled, errors.DependencyUnavailable) as exc:
+            log.warning("queue %s: the mirror here was not %s (repaired later): %s", name, done, exc)
         for mirror in others:
             try:
                 action(mirror)
@@ -335,24 +414,86 @@ class QueueRegistry:
 
 
 class QueueDirectory:
-    """Hot-path reads of queue documents: from a cached mirror, the control item when the mirror lags."""
+    """Hot-path reads of queue documents, kept for the life of the process (a Lambda container).
 
-    def __init__(self, registry: QueueRegistry, read_mirror: MirrorReader) -> None:
+    A document is read from this region's SSM mirror once (the control item when there is none, or SSM
+    throttles). After that only what the data path shows changes it: every allocation returns its HEAD
+    item and every pull reads some, and a HEAD stamped with a newer map version (`observe`) either hands
+    over the region's new routing (no SSM read) or makes the process read the document again. This
+    process's own changes arrive through `QueueRegistry.listeners`. Nothing polls: in steady traffic with
+    no map change a container makes no SSM call.
+    """
+
+    def __init__(self, registry: QueueRegistry, read_mirror: MirrorReader | None = None) -> None:
         self.registry = registry
-        self._read_mirror = read_mirror
+        self._read_mirror = read_mirror or registry.backend.mirror.read
+        self._lock = threading.Lock()
+        self._queues: dict[str, Queue] = {}
+        self._adopted: dict[tuple[str, str | None], int] = {}  # (queue, region) → newest stamp adopted
+        self.mirror_reads = 0
+        registry.listeners.append(self.remember)
 
     def get(self, name: str) -> Queue:
         check_queue_name(name)
-        doc = self._read_mirror(name, False)
-        if doc is None:
-            return self.registry.get(name)
-        return mapdoc.decode(doc)
+        cached = self._queues.get(name)
+        return cached if cached is not None else self._load(name, 0)
 
     def refresh(self, name: str, known_version: int) -> Queue:
-        """A document newer than `known_version`: the mirror forced, else the authoritative item."""
-        doc = self._read_mirror(name, True)
-        if doc is not None:
-            queue = mapdoc.decode(doc)
-            if queue.version > known_version:
-                return queue
-        return self.registry.get(name)
+        """A document newer than `known_version`: the mirror, else the authoritative item."""
+        cached = self._queues.get(name)
+        if cached is not None and cached.version > known_version:
+            return cached  # another thread of this process read it already
+        return self._load(name, known_version)
+
+    def observe(self, queue: Queue, shard: Shard, head: Mapping[str, Any] | None) -> Queue:
+        """The newest document this process knows after seeing `shard`'s HEAD item (`queue` when the
+        HEAD says nothing new)."""
+        head = head or {}
+        return self.observe_stamp(
+            queue, shard, int(head.get(keys.HEAD_MAP_VERSION, 0)), str(head.get(keys.HEAD_MAP_ROUTE, ""))
+        )
+
+    def observe_stamp(self, queue: Queue, shard: Shard, version: int, stamp: str) -> Queue:
+        """As `observe`, from a HEAD's map version and route (`Head.map_version`, `map_route`)."""
+        current = self._queues.get(queue.name, queue)
+        if version <= current.version:
+            return current
+        region = shard.region or self.registry.home_region
+        if self._adopted.get((queue.name, region), 0) >= version:
+            return current
+        adopted = maproute.adopt(current, region, stamp, self.registry.home_region)
+        if adopted is None:
+            return self.refresh(queue.name, current.version)
+        with self._lock:
+            self._queues[queue.name] = adopted
+            self._adopted[(queue.name, region)] = version
+        return adopted
+
+    def remember(self, queue: Queue) -> None:
+        """Keep `queue` when it is newer than what this process holds (its own committed changes)."""
+        with self._lock:
+            cached = self._queues.get(queue.name)
+            if cached is None or cached.incarnation != queue.incarnation or cached.version < queue.version:
+                self._queues[queue.name] = queue
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._queues.pop(name, None)
+
+    def _load(self, name: str, known_version: int) -> Queue:
+        self.mirror_reads += 1
+        try:
+            doc = self._read_mirror(name)
+        except (errors.Throttled, errors.DependencyUnavailable) as exc:
+            log.warning("queue %s: SSM mirror not read (%s); reading the control item", name, exc)
+            doc = None
+        queue = mapdoc.decode(doc) if doc is not None else None
+        if queue is None or queue.version <= known_version:
+            try:
+                queue = self.registry.get(name)
+            except errors.QueueNotFound:
+                self.forget(name)  # deleted: the next call asks again
+                raise
+        with self._lock:
+            self._queues[name] = queue
+        return queue

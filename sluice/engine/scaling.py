@@ -27,15 +27,16 @@ class ScalingPolicy:
     max_growth: float = 4.0  # at most x this many open shards per decision (throttle counts overshoot)
     scale_down_after_ms: int = 60_000  # the load must stay low this long before shards are sealed
     throttle_tolerance: float = 0.01  # throttled/requests above this force at least one more shard
-    # A load the counters cannot size: throttled/requests above `heavy_throttle`, or every open shard
-    # running at `saturated` of the ceiling while throttles are seen. A throttle reaches the engine only
-    # after the SDK's retries (seconds of backoff) and carried counts ride on successful allocations,
-    # so a saturated shard hides most of its unmet demand. The twin (bench/twin) showed a 1,000 ->
-    # 100,000 msg/s step taking three x4 passes to absorb; such a load multiplies the open shards by
-    # `heavy_growth` at once (an overshoot is sealed again after `scale_down_after_ms`).
-    heavy_throttle: float = 0.1
+    # A load the counters cannot size: every open shard running at `saturated` of the ceiling (or its
+    # HEAD unreadable) while throttles are seen. Its demand is the taken load plus the throttled sends
+    # (a broker counts each refused send once, whatever shards it tried, and drops counts older than 2 s:
+    # sluice/engine/counters.py), and the open shards grow at least x `heavy_growth`. Below the ceiling
+    # the shards take what is sent, so throttles there are retries, not demand: only the taken load is
+    # sized (and one more shard). The twin (bench/twin) showed x8 steps overshooting a 1,000 -> 100,000
+    # msg/s step to 128 shards where ~31 do; x4 with these counts reaches 49.
     saturated: float = 0.9
-    heavy_growth: float = 8.0
+    heavy_growth: float = 4.0
+    heavy_min_growth: float = 2.0  # when every saturated shard could be read (its throttles are counted)
     default_request_wcu: float = 22.0  # for throttles on a shard that accepted nothing yet (100 x 200 B)
 
 
@@ -122,16 +123,35 @@ def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
         desired = n_open
         decision.reason = "ordered queue: shard count fixed between min_shards and max_shards"
     else:
-        desired = max(1, math.ceil(demand / per_shard)) if demand > 0 else 1
+        hot = [
+            s.unreadable or s.wcu_per_s >= policy.saturated * policy.shard_wcu_ceiling for s in open_shards
+        ]
+        saturated = bool(hot) and all(hot)
+        # Below the ceiling the open shards take what is sent: throttles there are retries of sends
+        # refused a moment ago (or a burst on one shard), not more demand, so only the accepted load
+        # is sized, and one more shard.
+        desired = max(1, math.ceil(observed / per_shard)) if observed > 0 else 1
         growth = policy.max_growth
         if throttled:
+            # A load that throttles is in transit: the retries clients held drain as soon as shards are
+            # added, and the taken load runs high for a pass or two. Grow to the geometric mean of the
+            # shards open and the shards it asks for (a second pass finishes the way if it was real).
+            if desired > n_open > 0:
+                desired = math.ceil(math.sqrt(n_open * desired))
             desired = max(desired, n_open + 1)
-        saturated = bool(open_shards) and all(
-            s.unreadable or s.wcu_per_s >= policy.saturated * policy.shard_wcu_ceiling for s in open_shards
-        )
-        if (throttles > 0 or unreadable) and (throttles > policy.heavy_throttle * requests or saturated):
+        if saturated and (throttles > 0 or unreadable):
+            # Above the ceiling the demand is unknown. No HEAD could be read: x `heavy_growth`.
+            # Otherwise the throttle counts estimate it (an unreadable shard at the ceiling), high (a
+            # refused send comes back after its Retry-After, and the retries clients held drain as the
+            # shards grow): go to the geometric mean of the shards open and the shards the estimate
+            # asks for, at least x2.
             growth = max(growth, policy.heavy_growth)
-            desired = max(desired, math.ceil(max(n_open, 1) * policy.heavy_growth))
+            n = max(n_open, 1)
+            if all(s.unreadable for s in open_shards):
+                desired = max(desired, math.ceil(n * policy.heavy_growth))
+            else:  # the taken load alone runs high too: retries held by clients drain at once
+                asked = math.ceil(demand / per_shard)
+                desired = max(n + 1, math.ceil(n * policy.heavy_min_growth), math.ceil(math.sqrt(n * asked)))
         desired = min(desired, max(n_open + 1, math.floor(max(n_open, 1) * growth)))
     desired = max(obs.min_shards, min(obs.max_shards, desired))
     decision.desired_open = desired

@@ -13,6 +13,7 @@ letter sink in the same commit that drops them.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sluice.codec import StoredMessage
@@ -34,7 +35,7 @@ PULL_ATTEMPTS = 3  # commits a pull tries on one lane before it looks elsewhere 
 _QUERIES_PER_PULL = 6  # Query pages per lane and pull (1, then sized from the messages per item seen)
 DEAD_LETTERS_PER_PULL = 50  # bounds the BatchGetItem of one pull (≤ 100 keys with the redeliveries)
 
-Loaded = dict[int, tuple[int, list[StoredMessage]]]  # first seq -> (timestamp, messages)
+Loaded = dict[int, tuple[int, Sequence[StoredMessage]]]  # first seq -> (timestamp, messages)
 LaneKey = tuple[str, int, int]  # (group, shard, lane)
 
 

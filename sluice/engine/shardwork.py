@@ -28,9 +28,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from sluice import errors, faults
+from sluice.engine import payloads
 from sluice.engine.backend import Backend
 from sluice.engine.queues import QueueRegistry
-from sluice.engine.store import Head, ShardAddress
+from sluice.engine.store import Head, ObjectPayload, ShardAddress
 from sluice.engine.streams import scan_hot
 from sluice.models import Queue, Shard
 from sluice.segments import (
@@ -66,6 +67,7 @@ class WorkReport:
     compacted_bytes: int = 0
     swept_items: int = 0
     expired_segments: int = 0
+    orphans_deleted: int = 0  # payload-tier objects no batch item names
     errors: list[str] = field(default_factory=list)
 
     def merge(self, other: WorkReport) -> None:
@@ -163,12 +165,25 @@ class ShardWorker:
                 return 0  # another worker flushed this range
         if not store.mark_flushed(at, flushed, end):
             return 0
+        orphans = self._delete_orphans(at, flushed, end, [r.seq for r in scan.records])
         if report is not None:
+            report.orphans_deleted += orphans
             report.flushed_records += len(scan.records)
             report.flushed_bytes += ref.bytes if ref else 0
             report.segments_written += 1 if ref else 0
         self._set_ttl(queue, at, replace(head, flushed=end))
         return end - flushed
+
+    def _delete_orphans(self, at: ShardAddress, lo: int, hi: int, seqs: list[int]) -> int:
+        """Payload-tier objects keyed where this flush found no record: a send that crashed between
+        its object and its items (the range is a sealed gap now), or items past their expiry."""
+        holes, expect = [], lo
+        for seq in [*seqs, hi]:
+            if seq > expect:
+                holes.append((expect, seq))
+            expect = seq + 1
+        bucket = self.backend.bucket_for(at.shard)
+        return sum(payloads.orphans_in(bucket, at.pk, a, b) for a, b in holes)
 
     def _set_ttl(self, queue: Queue, at: ShardAddress, head: Head) -> None:
         """Bottomless queues: give the items below `flushed` their `exp`, now that S3 holds them."""
@@ -243,13 +258,19 @@ class ShardWorker:
         flushed = store.head(at).flushed
         now = self.backend.clock()
         doomed: list[int] = []
+        objects: set[str] = set()
         for item in store.scan(at, 0):
             if item.expired(now):
                 if not queue.settings.bottomless or item.end <= flushed or item.gap:
                     doomed.append(item.first)
+                    if isinstance(item.payload, ObjectPayload):
+                        objects.add(item.payload.key)
             elif not item.gap:
                 break  # message items expire in sequence order (exp = ts + a fixed time): done
         store.delete_items(at, doomed)
+        # The payload tier's objects expire by S3 lifecycle rules deployed (a day after their items);
+        # moto runs no lifecycle rules, so the local sweep removes them with their items.
+        self.backend.bucket_for(at.shard).delete_many(sorted(objects))
         return len(doomed)
 
 

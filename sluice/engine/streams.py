@@ -257,25 +257,41 @@ class StreamReader:
 
     def shard_ranges(self, queue_name: str) -> list[dict[str, Any]]:
         """Every shard with its state, lineage and offset range (first and last available record). The
-        control item, not the mirror: lineage (`created_ms`, `parents`) is left out of the mirror."""
+        control item, not the mirror: lineage (`created_ms`, `parents`) is left out of the mirror. A
+        shard whose region cannot be reached (or cools down) is listed with `unreachable` and no offsets,
+        not a failure of the whole answer."""
         queue = self.registry.get(queue_name)
         out = []
         for shard in sorted(queue.shards, key=lambda s: s.id):
-            head = self._head(queue, shard)
-            first = self.read(queue.name, Position(), limit=1, shard=shard.id, queue=queue).records
+            entry: dict[str, Any] = {
+                "shard": shard.id,
+                "state": shard.state,
+                "parents": shard.parents,
+                "children": [s.id for s in queue.shards if shard.id in s.parents],
+                "created_ms": shard.created_ms,
+                **({"region": region} if (region := self._regions([shard]).get(shard.id)) else {}),
+            }
+            try:
+                with self.breaker.guard(region_key(self.backend, shard)):
+                    head = self._head(queue, shard)
+                    first = self.read(queue.name, Position(), limit=1, shard=shard.id, queue=queue).records
+            except errors.DependencyUnavailable:
+                if region_key(self.backend, shard) is None:
+                    raise  # one region: nothing else to answer from
+                # Its region is down or cooling down: the shard is listed, its offsets are not known now.
+                out.append(
+                    {**entry, "first_offset": None, "last_offset": None, "flushed_seq": 0, "next_seq": 0}
+                    | {"unreachable": True}
+                )
+                continue
             last_seq = head.next - 1
             out.append(
                 {
-                    "shard": shard.id,
-                    "state": shard.state,
-                    "parents": shard.parents,
-                    "children": [s.id for s in queue.shards if shard.id in s.parents],
-                    "created_ms": shard.created_ms,
+                    **entry,
                     "first_offset": first[0].offset if first else None,
                     "last_offset": offsets.encode(head.ts, last_seq) if last_seq >= 0 else None,
                     "flushed_seq": head.flushed,
                     "next_seq": head.next,
-                    **({"region": region} if (region := self._regions([shard]).get(shard.id)) else {}),
                 }
             )
         return out
@@ -356,6 +372,8 @@ class StreamReader:
         head = self.backend.store.head(at)
         with self._lock:
             self._flushed[at.pk] = head.flushed
+        # A newer map stamped on it: the next read uses it.
+        self.directory.observe_stamp(queue, shard, head.map_version, head.map_route)
         return head
 
     def _seek_time(self, queue: Queue, shard: Shard, start_ms: int) -> int:

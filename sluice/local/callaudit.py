@@ -81,8 +81,9 @@ def _attach(client: Any) -> None:
         if os.environ.get(c.ENV_REGION):  # multi-region: judged by the role in the caller's region
             where.update(caller_region=caller, regions=os.environ.get(c.ENV_REGIONS, ""))
         caller_role = {"function": function, "stage": os.environ.get(c.ENV_STAGE, ""), **where}
+        keys = condition_keys(service, model.name, params)
         for action, resource in iam_requests(service, model.name, params, region):
-            _write(path, {**caller_role, "action": action, "resource": resource})
+            _write(path, {**caller_role, "action": action, "resource": resource, **keys})
 
     client.meta.events.register("provide-client-params", record, unique_id="sluice-callaudit")
 
@@ -119,6 +120,14 @@ def iam_requests(service: str, operation: str, params: dict[str, Any], region: s
     mapper = _MAPPERS.get(service)
     found = mapper(operation, params, region) if mapper else None
     return found if found is not None else [(f"{service}:{operation}", "*")]
+
+
+def condition_keys(service: str, operation: str, params: dict[str, Any]) -> dict[str, str]:
+    """The request's IAM condition keys a role's statements test (as record fields): the prefix of an
+    S3 listing (`s3:prefix`; the shard function may list `payload/` only)."""
+    if service == "s3" and operation in ("ListObjectsV2", "ListObjects"):
+        return {"s3:prefix": str(params.get("Prefix", ""))}
+    return {}
 
 
 def _arn(service: str, region: str, resource: str) -> str:
@@ -168,7 +177,10 @@ def _s3(op: str, params: dict[str, Any], region: str) -> list[tuple[str, str]] |
     if not bucket:
         return None
     if op in _S3_OBJECT_ACTIONS:
-        return [(_S3_OBJECT_ACTIONS[op], f"arn:{PARTITION}:s3:::{bucket}/{params['Key']}")]
+        arn = f"arn:{PARTITION}:s3:::{bucket}/{params['Key']}"
+        if op == "PutObject" and params.get("Tagging"):  # tags on upload need their own action
+            return [("s3:PutObject", arn), ("s3:PutObjectTagging", arn)]
+        return [(_S3_OBJECT_ACTIONS[op], arn)]
     if op == "DeleteObjects":
         keys = [o["Key"] for o in params.get("Delete", {}).get("Objects", [])]
         return [("s3:DeleteObject", f"arn:{PARTITION}:s3:::{bucket}/{key}") for key in keys]

@@ -6,8 +6,10 @@ the function's role in the template synthesized for the stage the call ran under
 statements' intrinsics (Ref, Fn::GetAtt, Fn::Join, Fn::Sub, Fn::Select, Fn::Split) against the local
 region, account and resource names (`sluice.local.provision.local_name`), and applies IAM's rules:
 an explicit Deny wins, else some Allow must match the action and the resource (`*` and `?`
-wildcards; actions case-insensitive). Statements with a Condition are not counted as granting (they
-cannot be evaluated here), so the check errs towards reporting a denial.
+wildcards; actions case-insensitive). A statement's Condition is evaluated over the condition keys the
+audit records with a call (`callaudit.condition_keys`: an S3 listing's `s3:prefix`) for StringLike and
+StringEquals; any other condition, or a key the call does not carry, does not grant, so the check errs
+towards reporting a denial. The unused-grant check leaves conditioned statements out.
 
 Multi-region runs: a record may carry `caller_region` (the region of the function that made the call,
 its SLUICE_REGION) and `regions` (the deployment's SLUICE_REGIONS, home first). Such a call is judged
@@ -55,6 +57,12 @@ class Call:
     region: str = "us-east-1"  # where the call went (the resource's region)
     caller_region: str | None = None  # multi-region: the calling function's region
     regions: str | None = None  # multi-region: the deployment's regions, comma-separated, home first
+    s3_prefix: str | None = None  # an S3 listing's prefix (condition key s3:prefix)
+
+    @property
+    def context(self) -> dict[str, str]:
+        """The request's condition keys, as IAM names them."""
+        return {} if self.s3_prefix is None else {"s3:prefix": self.s3_prefix}
 
     @property
     def role_region(self) -> str:
@@ -85,6 +93,7 @@ def load_calls(path: Path) -> list[Call]:
                     rec["region"],
                     rec.get("caller_region"),
                     rec.get("regions"),
+                    rec.get("s3:prefix"),
                 )
             )
     return list(dict.fromkeys(calls))  # each process writes a call once; several processes may repeat it
@@ -242,13 +251,35 @@ def statement_applies(statement: dict[str, Any], action: str, resource: str) -> 
     return not (not_resources is not None and any(_matches(r, resource) for r in not_resources))
 
 
-def allowed(statements: Iterable[dict[str, Any]], action: str, resource: str) -> bool:
+def condition_holds(condition: dict[str, Any], context: dict[str, str]) -> bool:
+    """IAM's StringLike / StringEquals over the call's condition keys (every key and operator must hold;
+    an operator not evaluated here, or a key the call lacks, does not)."""
+    for operator, tests in condition.items():
+        if operator not in ("StringLike", "StringEquals"):
+            return False
+        for key, wanted in tests.items():
+            value = context.get(key)
+            patterns = [str(w) for w in (wanted if isinstance(wanted, list) else [wanted])]
+            if value is None:
+                return False
+            if operator == "StringLike" and not any(_matches(p, value) for p in patterns):
+                return False
+            if operator == "StringEquals" and value not in patterns:
+                return False
+    return True
+
+
+def allowed(
+    statements: Iterable[dict[str, Any]], action: str, resource: str, context: dict[str, str] | None = None
+) -> bool:
     statements = list(statements)
     for s in statements:
         if s.get("Effect") == "Deny" and statement_applies(s, action, resource):
             return False
     return any(
-        s.get("Effect") == "Allow" and "Condition" not in s and statement_applies(s, action, resource)
+        s.get("Effect") == "Allow"
+        and condition_holds(s.get("Condition", {}), context or {})
+        and statement_applies(s, action, resource)
         for s in statements
     )
 
@@ -292,9 +323,175 @@ def check(calls: Iterable[Call], template_for_stage: Callable[..., dict[str, Any
         key = (*where, role)
         if key not in statements:
             statements[key] = view.statements(role)
-        if not allowed(statements[key], call.action, canonical_resource(call, view)):
+        if not allowed(statements[key], call.action, canonical_resource(call, view), call.context):
             denials.append(Denial(call, role))
     return denials
+
+
+# -- grants no call used --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Grant:
+    """One action on one kind of resource that an Allow statement of a function's role gives. The
+    resource is written as a kind, the same in every stage and region: `<stage>`, `<account>`,
+    `<region>`, `<i>` (a shard table's index) for the parts that vary, and without a trailing `/*` or
+    `:*` (a path and what is below it, a function and its versions, are one kind)."""
+
+    function: str
+    action: str
+    resource: str
+
+    def __str__(self) -> str:
+        return f"{self.function}: {self.action} on {self.resource}"
+
+
+@dataclass(frozen=True)
+class Unexercised:
+    """A grant no call in the suite makes, on purpose: the calls are made outside the handlers' AWS
+    clients, so the IAM call audit cannot see them. `function`, `action` and `resource` are patterns
+    (`*` wildcards) over `Grant`'s fields."""
+
+    function: str
+    action: str
+    resource: str
+    reason: str
+
+    def covers(self, grant: Grant) -> bool:
+        return (
+            _matches(self.function, grant.function)
+            and _matches(self.action, grant.action, ignore_case=True)
+            and _matches(self.resource, grant.resource)
+        )
+
+
+# Grants the suite's handler runs do not use, each with why it stays. The first two are calls no handler
+# code makes; the others are code paths the suite exercises below the handlers only (engine tests, not
+# attributed to a function): a test through the handler lets an entry go (a stale entry fails too).
+UNEXERCISED: tuple[Unexercised, ...] = (
+    Unexercised(
+        "*",
+        "logs:*",
+        "*",
+        "Lambda itself writes the function's logs (CreateLogStream, PutLogEvents) to its log group.",
+    ),
+    Unexercised(
+        "*",
+        "xray:*",
+        "*",
+        "Active tracing: Lambda's X-Ray daemon sends the segments (PutTraceSegments, PutTelemetryRecords).",
+    ),
+    Unexercised(
+        "*",
+        "ssm:GetParameters",
+        "*:parameter/sluice/<stage>/shard-maps",
+        "A shard map too large for one parameter is split and its parts read back with GetParameters "
+        "(sluice/adapters/ssm.py); the maps of the suite's handler runs fit one parameter.",
+    ),
+    Unexercised(
+        "broker",
+        "lambda:InvokeFunction",
+        "*:function:sluice-<stage>-coordinator",
+        "The throttle wake (sluice/engine/wake.py) invokes the coordinator when every shard refuses a "
+        "send; moto's DynamoDB never throttles, so it is tested on the engine with a throttling store "
+        "(tests/integration/test_map_versions.py), not through the broker handler.",
+    ),
+    Unexercised(
+        "coordinator",
+        "ssm:DeleteParameters",
+        "*:parameter/sluice/<stage>/shard-maps",
+        "Pruning a mirror a deleted queue left in a region that was down (QueueRegistry.prune_mirrors) "
+        "is tested on the engine (tests/integration/test_coordinator.py), not through the handler.",
+    ),
+    Unexercised(
+        "shard",
+        "dynamodb:BatchWriteItem",
+        "*:table/sluice-<stage>-shards-<i>",
+        "Retention deletes the expired items of a non-bottomless queue in batches (ShardWorker); the "
+        "suite tests retention on the engine, not through the shard handler.",
+    ),
+    Unexercised(
+        "shard",
+        "s3:DeleteObject",
+        "*:::sluice-<stage>-segments-<account>-<region>/payload",
+        "The flush deletes the payload-tier objects of sends that crashed between their object and their "
+        "items (sluice/engine/payloads.py orphans_in); crashes are injected on the engine "
+        "(tests/faults/test_payload_tier_crashes.py), not through the shard handler.",
+    ),
+    Unexercised(
+        "shard",
+        "dynamodb:PutItem",
+        "*:table/sluice-<stage>-shards-<i>",
+        "The shard worker seals a gap a dead broker left with a conditional tombstone (sluice/engine/"
+        "gaps.py); the suite makes gaps on the engine, not through the shard handler.",
+    ),
+)
+
+
+def _kind(resource: str, stage: str, regions: Iterable[str]) -> str:
+    for region in sorted(set(regions), key=len, reverse=True):
+        resource = resource.replace(region, "<region>")
+    resource = resource.replace(LOCAL_ACCOUNT, "<account>")
+    resource = resource.replace(f"sluice-{stage}-", "sluice-<stage>-").replace(
+        f"sluice/{stage}/", "sluice/<stage>/"
+    )
+    resource = re.sub(r"shards-\d+", "shards-<i>", resource)
+    return re.sub(r"(/\*|:\*)$", "", resource)
+
+
+def _allows(statement: dict[str, Any]) -> list[tuple[str, str]]:
+    if statement.get("Effect") != "Allow" or "Condition" in statement:
+        return []
+    actions, resources = _listed(statement, "Action") or [], _listed(statement, "Resource") or []
+    return [(a, r) for a in actions for r in resources]
+
+
+def unused(
+    calls: Iterable[Call],
+    template_for_stage: Callable[..., dict[str, Any]],
+    expected: Iterable[Unexercised] = UNEXERCISED,
+) -> tuple[list[Grant], list[Unexercised]]:
+    """Grants of the roles the calls ran under that no call used, and `expected` entries that excuse
+    nothing (stale: the grant is gone or a call uses it now). A grant (function, action, kind of
+    resource) counts as used when some call of its function, in any stage or region, matches the action
+    and one of the resources of that kind; templates are the ones `check` reads. Only meaningful for
+    the calls of the whole suite."""
+    calls = list(calls)
+    by_view: dict[tuple[str, str | None, str], list[Call]] = {}
+    for call in calls:
+        by_view.setdefault((call.stage, call.regions, call.role_region), []).append(call)
+    used: dict[Grant, bool] = {}
+    for (stage, regions, role_region), view_calls in by_view.items():
+        template = template_for_stage(stage, regions, role_region) if regions else template_for_stage(stage)
+        view = TemplateRoles(template, stage, role_region)
+        for function in view.functions:
+            role = view.role_of(function)
+            if role is None:
+                continue
+            mine = [(c.action, canonical_resource(c, view)) for c in view_calls if c.function == function]
+            for statement in view.statements(role):
+                for action, resource in _allows(statement):
+                    where = [role_region, *(regions or "").split(",")]
+                    grant = Grant(function, action, _kind(resource, stage, [r for r in where if r]))
+                    hit = any(
+                        _matches(action, a, ignore_case=True) and _matches(resource, r) for a, r in mine
+                    )
+                    used[grant] = used.get(grant, False) or hit
+    expected = list(expected)
+    idle = [g for g, hit in used.items() if not hit]
+    unexplained = sorted((g for g in idle if not any(e.covers(g) for e in expected)), key=str)
+    stale = [e for e in expected if not any(e.covers(g) for g in idle)]
+    return unexplained, stale
+
+
+def unused_report(unexplained: list[Grant], stale: list[Unexercised], limit: int = 60) -> str:
+    lines = [
+        f"IAM grants no call used: {len(unexplained)} not in the allow-list "
+        f"(sluice/local/iamcheck.py UNEXERCISED); {len(stale)} allow-list entries excuse nothing"
+    ]
+    lines += [f"  UNUSED {g}" for g in unexplained[:limit]]
+    if len(unexplained) > limit:
+        lines.append(f"  ... and {len(unexplained) - limit} more")
+    lines += [f"  STALE ALLOW-LIST ENTRY {e.function}: {e.action} on {e.resource}" for e in stale]
+    return "\n".join(lines)
 
 
 def template_for_stage(stage: str, regions: str | None = None, region: str | None = None) -> dict[str, Any]:

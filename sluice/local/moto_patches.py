@@ -5,6 +5,13 @@ and an Advanced one over 8 KB (4,096 and 8,192 bytes), and never downgrades an A
 Standard (ValidationException for all three), which the shard-map mirror must survive
 (sluice/adapters/ssm.py). `apply()` makes moto refuse them too.
 
+SSM throughput: GetParameter, GetParameters and GetParametersByPath share 40 transactions per second
+per account and region by default ("Parameter Store throughput", AWS Systems Manager quotas); PutParameter
+has its own, which AWS does not publish: 3 per second by default as AWS Support quoted it
+(github-aws-runners/terraform-aws-github-runner#2944). Beyond them AWS answers `ThrottlingException:
+Rate exceeded`, which botocore retries; moto never throttles. `apply()` puts a token bucket (one second
+of burst) per account and region in front of each, so the suite fails wherever an account would.
+
 DynamoDB: moto's DynamoDB is made linearizable per item, as DynamoDB is.
 
 moto checks a write's condition and then applies it without a lock, so two threads (the local
@@ -22,11 +29,15 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 SSM_STANDARD_MAX_BYTES = 4096
 SSM_ADVANCED_MAX_BYTES = 8192
+SSM_READ_TPS = 40.0  # GetParameter + GetParameters + GetParametersByPath, shared
+SSM_PUT_TPS = 3.0  # PutParameter
+_SSM_READS = ("get_parameter", "get_parameters", "get_parameters_by_path")
 _lock = threading.RLock()
 _MUTATIONS = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
 # (table name, key in DynamoDB JSON) of every item a write call changed.
@@ -49,6 +60,7 @@ def on_write(listener: WriteListener) -> Callable[[], None]:
 
 def apply() -> None:
     _ssm_limits()
+    _ssm_throughput()
     from moto.dynamodb.models import DynamoDBBackend
 
     for name in _MUTATIONS:
@@ -126,3 +138,64 @@ def _ssm_limits() -> None:
     functools.update_wrapper(put_parameter, original)
     put_parameter._sluice_limits = True  # type: ignore[attr-defined]
     SimpleSystemManagerBackend.put_parameter = put_parameter  # type: ignore[method-assign]
+
+
+class TokenBucket:
+    """`rate` calls a second, at most one second of them at once."""
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self._clock = clock
+        self._tokens = rate
+        self._at = clock()
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.rate, self._tokens + (now - self._at) * self.rate)
+            self._at = now
+            if self._tokens < 1.0:
+                return False
+            self._tokens -= 1.0
+            return True
+
+
+_buckets: dict[tuple[str, str, str], TokenBucket] = {}
+_buckets_lock = threading.Lock()
+
+
+def refill_ssm_quota() -> None:
+    """Every account and region starts again with a full second of SSM quota (tests: one test's calls
+    do not spend the next one's)."""
+    with _buckets_lock:
+        _buckets.clear()
+
+
+def ssm_bucket(account: str, region: str, kind: str) -> TokenBucket:
+    """The account and region's bucket for `kind` ("read" or "put")."""
+    with _buckets_lock:
+        key = (account, region, kind)
+        if key not in _buckets:
+            _buckets[key] = TokenBucket(SSM_READ_TPS if kind == "read" else SSM_PUT_TPS)
+        return _buckets[key]
+
+
+def _ssm_throughput() -> None:
+    from moto.ssm.exceptions import SSMException
+    from moto.ssm.responses import SimpleSystemManagerResponse
+
+    for name in (*_SSM_READS, "put_parameter"):
+        original = getattr(SimpleSystemManagerResponse, name)
+        if getattr(original, "_sluice_throttled", False):
+            continue
+        kind = "read" if name in _SSM_READS else "put"
+
+        def throttled(self: Any, __original: Any = original, __kind: str = kind) -> Any:
+            if not ssm_bucket(self.current_account, self.region, __kind).take():
+                raise SSMException("ThrottlingException", "Rate exceeded")
+            return __original(self)
+
+        functools.update_wrapper(throttled, original)
+        throttled._sluice_throttled = True  # type: ignore[attr-defined]
+        setattr(SimpleSystemManagerResponse, name, throttled)

@@ -145,6 +145,8 @@ class LocalRuntime:
             # The coordinator starts functions through the Lambda Invoke API this runtime serves.
             c.ENV_LAMBDA_ENDPOINT_URL: self.url,
             c.ENV_SHARD_FUNCTION: c.FN_SHARD,
+            # A broker whose shards throttle wakes the coordinator through the same Invoke API.
+            c.ENV_COORDINATOR_FUNCTION: c.FN_COORDINATOR,
             # Push workers through the consumer's alias, as the stack names it (`consumer:live`).
             c.ENV_CONSUMER_FUNCTION: ":".join(filter(None, (c.FN_CONSUMER, self.aliases.get(c.FN_CONSUMER)))),
             c.ENV_ALLOW_LOCAL_WEBHOOKS: "1",

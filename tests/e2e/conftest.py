@@ -48,7 +48,7 @@ def start_local_server(*extra_args: str, token: str = E2E_TOKEN) -> LocalServer:
         line = process.stdout.readline()
         if not line:
             break
-        found = re.fullmatch(r"sluice local ready on (http://\S+)\n", line)
+        found = re.fullmatch(r"sluice local ready on (http://\S+)( \(.*)?\n", line)  # --regions: the home
         if found:
             url = found.group(1)
             break

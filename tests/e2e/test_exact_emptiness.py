@@ -16,9 +16,7 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.parametrize(("shards", "held"), [(32, 5), (128, 3)])
-def test_no_pull_answers_empty_while_messages_are_stored_and_iterate_yields_all(
-    local_server, shards, held
-):
+def test_no_pull_answers_empty_while_messages_are_stored_and_iterate_yields_all(local_server, shards, held):
     client = local_server.client()
     queue = f"e2e-exact-{uuid.uuid4().hex[:8]}"
     client.create_queue(queue, min_shards=shards, max_shards=shards)

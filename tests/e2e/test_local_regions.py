@@ -370,6 +370,52 @@ def _guard(target, arg: str, failures: list[BaseException]) -> None:
         failures.append(exc)
 
 
+def test_a_two_region_queue_of_256_shards_a_region_works_end_to_end_and_fits_ssm(regions):
+    """512 shards in one map (256 in each region): sends in both regions, a consumer in the home
+    region drains them, and every region's SSM values stay within what SSM takes (issue 23)."""
+    import botocore.session
+
+    from sluice.adapters.ssm import STANDARD_MAX_BYTES
+    from sluice.engine import mapdoc
+
+    if not _engine_support(regions):
+        pytest.skip(NO_ENGINE_SUPPORT)
+    queue = f"e2e-wide-{uuid.uuid4().hex[:6]}"
+    admin = regions.client(HOME)
+    admin.create_queue(queue, min_shards=256, max_shards=256)
+    sent: set[str] = set()
+    for region in regions.urls:
+        for r in range(10):
+            batch = [{"body": {"region": region, "r": r, "i": i}} for i in range(10)]
+            sent |= set(regions.client(region).send_batch(queue, batch)["message_ids"])
+    got: set[str] = set()
+    deadline = time.monotonic() + 90
+    while got < sent and time.monotonic() < deadline:
+        pulled = admin.pull(queue, batch_size=100)
+        got |= {m.id for m in pulled.messages}
+        admin.ack(queue, [m.lease_id for m in pulled.messages])
+    assert got == sent
+    status, doc = _raw(f"{regions.urls[HOME]}/_local/regions")
+    assert status == 200, doc
+    prefix = c.SHARD_MAP_PREFIX_TEMPLATE.format(stage="local")  # `sluice local`'s stage
+    for region in regions.urls:
+        ssm = botocore.session.get_session().create_client(
+            "ssm",
+            region_name=region,
+            endpoint_url=doc["result"]["aws_endpoint_url"],
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+        values = {
+            p["Name"]: p["Value"]
+            for page in ssm.get_paginator("get_parameters_by_path").paginate(Path=prefix)
+            for p in page["Parameters"]
+        }
+        mirrored = mapdoc.decode(values[f"{prefix}/{queue}"])
+        assert len(mirrored.shards) == 512 and {s.region for s in mirrored.open_shards} == set(regions.urls)
+        assert max(len(v.encode()) for v in values.values()) <= STANDARD_MAX_BYTES
+
+
 # --- grants ------------------------------------------------------------------------------------------
 
 

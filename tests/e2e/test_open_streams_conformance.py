@@ -169,3 +169,68 @@ def test_the_pypi_client_writes_reads_and_tails(open_server: str) -> None:
             assert item == {"n": 4}
             break
     handle.delete()
+
+
+# -- live SSE with appends under a second apart (issue 26, item 6) -------------------------------------------
+LIVE_COUNT, LIVE_GAP_S = 5, 0.4
+
+
+def test_live_sse_with_the_npm_client_gets_every_append_and_never_falls_back(
+    open_server: str, pytestconfig
+) -> None:
+    """`@durable-streams/client` (pinned in conformance/package.json) takes an SSE connection that ends
+    within 1 s for a buffering proxy and, after three, falls back to long-poll, which 0.2.7 never issues:
+    appends 4 and 5 never arrived. Held SSE responses keep every connection past that threshold."""
+    import json
+
+    _ensure_suite()
+    url = f"{open_server}/v1/stream/npm-sse/{uuid.uuid4().hex[:8]}"
+    script = Path(__file__).with_name("durable_streams_live_sse.cjs")
+    out = subprocess.run(
+        ["node", str(script), str(SUITE_DIR / "node_modules"), url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    assert [item["n"] for item in result["items"]] == list(range(LIVE_COUNT)), result
+    assert not [w for w in result["warnings"] if "long polling" in w.lower()], result["warnings"]
+    latencies = result["latencies_ms"]
+    report(
+        pytestconfig,
+        "live SSE (npm @durable-streams/client)",
+        f"{result['version']}: 5 appends 400 ms apart, latency ms min {min(latencies)} max {max(latencies)}",
+    )
+
+
+def test_live_sse_with_the_pypi_client_gets_every_append(open_server: str) -> None:
+    """The PyPI client (0.1.0) reads one SSE response per `stream()` call and does not reconnect itself:
+    the reader goes on from the offset each response ends at (PROTOCOL.md 5.8), as a tailing loop does."""
+    import threading
+    import time
+
+    from durable_streams import DurableStream
+
+    url = f"{open_server}/v1/stream/pypi-sse/{uuid.uuid4().hex[:8]}"
+    handle = DurableStream.create(url, content_type="application/json", batching=False)
+    offset = handle.head().offset
+    received: list[dict] = []
+
+    def tail_it() -> None:
+        nonlocal offset
+        deadline = time.monotonic() + 30
+        while len(received) < LIVE_COUNT and time.monotonic() < deadline:
+            with handle.stream(offset=offset, live="sse") as response:
+                received.extend(response.iter_json())
+                offset = response.offset
+
+    reader = threading.Thread(target=tail_it, daemon=True)
+    reader.start()
+    time.sleep(0.5)
+    for n in range(LIVE_COUNT):
+        handle.append({"n": n})
+        time.sleep(LIVE_GAP_S)
+    reader.join(timeout=30)
+    assert received == [{"n": n} for n in range(LIVE_COUNT)]
+    handle.delete()

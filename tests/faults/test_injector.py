@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import boto3
 import pytest
 from botocore.config import Config
@@ -97,7 +99,9 @@ def test_stop_detaches(settings, raw_client):
 
 
 def test_crash_points_are_named_and_armed_one_at_a_time():
-    assert len(set(faults.CRASH_POINTS)) == len(faults.CRASH_POINTS) == 5
+    assert len(set(faults.CRASH_POINTS)) == len(faults.CRASH_POINTS) == 7
+    design = (Path(__file__).resolve().parents[2] / "docs" / "design.md").read_text()
+    assert all(f"`{name}`" in design for name in faults.CRASH_POINTS)  # each in "Fault points"
     faults.crash_point(faults.SEGMENT_AFTER_UPLOAD)  # not armed: nothing happens
     with faults.armed(faults.SEGMENT_AFTER_UPLOAD), pytest.raises(faults.InjectedCrash):
         faults.crash_point(faults.SEGMENT_AFTER_UPLOAD)

@@ -59,7 +59,7 @@ def ownership(aws):
     clock = FakeClock()
     docs: dict[str, str] = {}
     engine = Sluice.from_settings(
-        provision(None, "leases"), read_mirror=lambda name, _force: docs.get(name), clock=clock
+        provision(None, "leases"), read_mirror=lambda name: docs.get(name), clock=clock
     )
     return engine, clock, docs
 

@@ -69,9 +69,7 @@ class Model:
 def test_queue_semantics_match_the_model(settings_fixture_alias):
     engine_settings, clock = settings_fixture_alias
     docs: dict[str, str] = {}  # queue documents never change in this test: no mirror reads per call
-    shared = Sluice.from_settings(
-        engine_settings, read_mirror=lambda name, _force: docs.get(name), clock=clock
-    )
+    shared = Sluice.from_settings(engine_settings, read_mirror=lambda name: docs.get(name), clock=clock)
 
     class QueueMachine(RuleBasedStateMachine):
         leases = Bundle("leases")

@@ -1,6 +1,7 @@
 """The Lambda code asset ships exactly what the handlers import: their import closure within our packages
-(found statically, so imports inside functions count), nothing of the local runtime, the CLI or the
-docs build; and the handlers import from a copy of it with only the runtime requirements installed."""
+(found statically, so imports inside functions count), and the console's static files, which the broker
+serves; nothing of the local runtime, the CLI or the docs build; and the handlers import from a copy of it
+with only the runtime requirements installed."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from lambdas.broker.console.assets import STATIC as CONSOLE_STATIC
 from sluice import constants as c
 from stacks.functions import CODE_DIRS, NOT_DEPLOYED, stage_code
 
@@ -65,10 +67,13 @@ def staged_files(staged: Path) -> set[str]:
     return {p.relative_to(staged).as_posix() for p in staged.rglob("*") if p.is_file()}
 
 
-def test_the_asset_is_the_handlers_import_closure() -> None:
+def test_the_asset_is_the_handlers_import_closure_and_the_console() -> None:
     staged = stage_code()
     shipped = staged_files(staged)
-    assert import_closure(ROOT, HANDLER_MODULES) == shipped  # nothing missing, nothing extra
+    console = {p.relative_to(ROOT).as_posix() for p in CONSOLE_STATIC.iterdir() if p.is_file()}
+    assert {"lambdas/broker/console/static/index.html", "lambdas/broker/console/static/app.js"} <= console
+    assert import_closure(ROOT, HANDLER_MODULES) | console == shipped  # nothing missing, nothing extra
+    assert all((staged / f).read_bytes() == (ROOT / f).read_bytes() for f in console)
     for excluded in NOT_DEPLOYED:
         assert not any(f == excluded or f.startswith(f"{excluded}/") for f in shipped), excluded
     assert "lambdas/coordinator/handler.py" in shipped and "sluice/engine/coordinator/run.py" in shipped

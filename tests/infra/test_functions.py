@@ -43,6 +43,8 @@ LOCAL_ONLY = {c.ENV_AWS_ENDPOINT_URL, c.ENV_LAMBDA_ENDPOINT_URL, c.ENV_ALLOW_LOC
 # Set on some functions only: the opt-in (CDK context) and the coordinator's cadence (the schedule's).
 # Multi-region deployments only (tests/infra/test_regions.py checks them on every function there).
 OPTIONAL = {c.ENV_OPEN_STREAM_PREFIX, c.ENV_REGIONS, c.ENV_REGION, c.ENV_SEGMENT_BUCKETS}
+# The broker's only (tests/infra/test_schedule.py): what it wakes when its shards throttle.
+OPTIONAL |= {c.ENV_COORDINATOR_FUNCTION}
 
 
 def coordinator_env_vars() -> set[str]:

@@ -51,6 +51,8 @@ def test_every_resource_named_belongs_to_the_function(
         allowed = {own_logs, c.LOGICAL_SEGMENT_BUCKET, *tables}
         if name == c.FN_COORDINATOR:
             allowed |= {consumer_alias_id(resources), fn_ids[c.FN_SHARD]}
+        if name == c.FN_BROKER:  # it wakes the coordinator when its shards throttle
+            allowed.add(fn_ids[c.FN_COORDINATOR])
         if name in SIGNERS:
             allowed.add(c.LOGICAL_LEASE_KEY_SECRET)
         for s in statements:
@@ -71,19 +73,42 @@ def _refs(value: Any) -> set[str]:
     return refs(value)
 
 
-def test_all_functions_read_write_the_tables(resources: dict[str, Any], grants: dict[str, Any]) -> None:
-    tables = table_ids(resources)
+# What each function's code calls, table by table (the IAM call audit records it; stacks/access.py).
+CONTROL = {
+    c.FN_BROKER: {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query"},
+    c.FN_CONSUMER: {"GetItem", "PutItem", "UpdateItem", "Query"},
+    c.FN_SHARD: {"GetItem", "PutItem", "DeleteItem", "Query"},
+    c.FN_COORDINATOR: {"GetItem", "PutItem", "UpdateItem", "Query"},
+}
+SHARDS = {
+    c.FN_BROKER: {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "BatchGetItem"},
+    c.FN_CONSUMER: {"GetItem", "PutItem", "UpdateItem", "Query", "BatchGetItem"},
+    c.FN_SHARD: {"GetItem", "PutItem", "UpdateItem", "Query", "BatchWriteItem"},
+    c.FN_COORDINATOR: {"UpdateItem", "BatchGetItem"},
+}
+
+
+def test_each_function_holds_only_the_table_actions_it_calls(
+    resources: dict[str, Any], grants: dict[str, Any]
+) -> None:
+    """No role may Scan, BatchWriteItem or DeleteItem a table it does not (the control table holds token
+    hashes); each table's actions are the ones the function's code calls, on that table alone."""
+    shard_tables = table_ids(resources) - {c.LOGICAL_CONTROL_TABLE}
     for name, statements in grants.items():
-        ddb = granted(statements, "dynamodb:")
-        for action in ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"):
-            assert {r["Fn::GetAtt"][0] for r in ddb[action]} == tables, (name, action)
+        by_table: dict[str, set[str]] = {}
+        for action, arns in granted(statements, "dynamodb:").items():
+            for arn in arns:
+                by_table.setdefault(arn["Fn::GetAtt"][0], set()).add(action.removeprefix("dynamodb:"))
+        assert by_table.pop(c.LOGICAL_CONTROL_TABLE) == CONTROL[name], name
+        assert set(by_table) == shard_tables, name
+        assert all(got == SHARDS[name] for got in by_table.values()), (name, by_table)
 
 
 def test_ssm_actions_per_function(grants: dict[str, Any]) -> None:
     ssm = {name: set(granted(st, "ssm:")) for name, st in grants.items()}
-    assert {"ssm:GetParameter", "ssm:PutParameter", "ssm:DeleteParameter"} <= ssm[c.FN_BROKER]
+    assert {"ssm:GetParameter", "ssm:PutParameter", "ssm:DeleteParameters"} <= ssm[c.FN_BROKER]
     assert "ssm:GetParameter" in ssm[c.FN_CONSUMER]
-    assert not ssm[c.FN_CONSUMER] & {"ssm:PutParameter", "ssm:DeleteParameter"}
+    assert not ssm[c.FN_CONSUMER] & {"ssm:PutParameter", "ssm:DeleteParameters"}
     # The coordinator lists the path and deletes the mirrors of deleted queues that linger in its region.
     assert {"ssm:GetParameter", "ssm:GetParametersByPath", "ssm:PutParameter", "ssm:DeleteParameters"} <= ssm[
         c.FN_COORDINATOR
@@ -92,13 +117,33 @@ def test_ssm_actions_per_function(grants: dict[str, Any]) -> None:
 
 
 def test_s3_access_per_function(grants: dict[str, Any]) -> None:
-    s3 = {name: granted(st, "s3:") for name, st in grants.items()}
-    assert set(s3[c.FN_BROKER]) == {"s3:PutObject", "s3:GetObject"}
-    assert all(literal(r).endswith("/overflow/*") for rs in s3[c.FN_BROKER].values() for r in rs)
-    assert set(s3[c.FN_CONSUMER]) == {"s3:GetObject", "s3:ListBucket", "s3:PutObject"}
-    # Moving a message whose body lives in overflow/ to a dead letter queue writes a new overflow body.
-    assert [literal(r) for r in s3[c.FN_CONSUMER]["s3:PutObject"]] == ["<ref>/overflow/*"]
-    assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"} <= set(s3[c.FN_SHARD])
+    """Prefixes, not the bucket: nobody but Glue reaches `exports/`, only the shard function deletes
+    (`segments/`, and `payload/` orphans) or lists (`payload/` only), and payload-tier objects are
+    written with the tag their lifecycle rule expires them by."""
+    s3 = {
+        name: {a: sorted(literal(r) for r in rs) for a, rs in granted(st, "s3:").items()}
+        for name, st in grants.items()
+    }
+    both = ["<ref>/overflow/*", "<ref>/payload/*"]
+    assert s3[c.FN_BROKER] == {
+        "s3:PutObject": both,
+        "s3:GetObject": both,
+        "s3:PutObjectTagging": ["<ref>/payload/*"],
+    }
+    # Moving a message to a dead letter queue writes a new overflow body, or a payload object.
+    assert s3[c.FN_CONSUMER] == {
+        "s3:GetObject": ["<ref>/overflow/*", "<ref>/payload/*", "<ref>/segments/*"],
+        "s3:PutObject": both,
+        "s3:PutObjectTagging": ["<ref>/payload/*"],
+    }
+    assert s3[c.FN_SHARD] == {
+        "s3:GetObject": ["<ref>/payload/*", "<ref>/segments/*"],
+        "s3:PutObject": ["<ref>/segments/*"],
+        "s3:DeleteObject": ["<ref>/payload/*", "<ref>/segments/*"],
+        "s3:ListBucket": ["<ref>"],
+    }
+    listing = next(st for st in grants[c.FN_SHARD] if "s3:ListBucket" in str(st["Action"]))
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["payload/*"]}}
     assert not s3[c.FN_COORDINATOR]
 
 
@@ -108,8 +153,12 @@ def test_invoke_grants_coordinator_own_functions_consumer_push_targets_only(
     fn_ids = function_ids(resources)
     for name, statements in grants.items():
         invoke = granted(statements, "lambda:")
-        if name not in (c.FN_COORDINATOR, c.FN_CONSUMER):
+        if name not in (c.FN_COORDINATOR, c.FN_CONSUMER, c.FN_BROKER):
             assert not invoke, f"{name} may invoke {invoke}"
+    # The broker wakes the coordinator when its shards throttle (sluice/engine/wake.py): nothing else.
+    assert granted(grants[c.FN_BROKER], "lambda:") == {
+        "lambda:InvokeFunction": [{"Fn::GetAtt": [fn_ids[c.FN_COORDINATOR], "Arn"]}]
+    }
     # Push consumers of type lambda: only the functions context push_lambda_targets names (default
     # sluice-<stage>-push-*), unqualified or any version/alias of them.
     push = granted(grants[c.FN_CONSUMER], "lambda:")
@@ -146,7 +195,7 @@ def test_no_function_touches_glue_iam_or_other_secrets(grants: dict[str, Any]) -
                 assert "*" not in a, f"{name}: wildcard action {a}"
                 if a.startswith("secretsmanager:"):
                     assert name in SIGNERS, f"{name}: {a}"
-                    assert a in {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}, a
+                    assert a == "secretsmanager:GetSecretValue", a  # nothing calls DescribeSecret
                     assert resource_list(s) == [{"Ref": c.LOGICAL_LEASE_KEY_SECRET}], s
 
 

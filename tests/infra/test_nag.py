@@ -62,6 +62,27 @@ def test_a_suppression_covers_only_the_findings_it_names() -> None:
     assert "Resource::*]" not in str(raised.value)
 
 
+def test_each_wildcard_suppression_names_exactly_the_grants_it_excuses(resources: dict[str, Any]) -> None:
+    """IAM5 suppressions name their findings by exact text, never by pattern (a pattern once excused any
+    Lambda ARN for the push targets, any object key of the bucket): every name is a wildcard resource its
+    policy grants, and every wildcard resource the policy grants is named."""
+    from stacks.nag import _as_nag_writes
+    from tests.infra.helpers import resource_list
+
+    checked = 0
+    for lid, policy in of_type(resources, "AWS::IAM::Policy").items():
+        rules = policy.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", [])
+        named = [a for r in rules if r["id"] == "AwsSolutions-IAM5" for a in r.get("applies_to", [])]
+        assert all(isinstance(a, str) for a in named), (lid, [a for a in named if not isinstance(a, str)])
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        wildcards = {
+            "Resource::" + _as_nag_writes(r) for st in statements for r in resource_list(st) if "*" in str(r)
+        }
+        assert set(named) == wildcards, (lid, set(named) ^ wildcards)
+        checked += bool(named)
+    assert checked >= 5  # the four functions' roles and Glue's
+
+
 def test_no_managed_policies_on_any_role(resources: dict[str, Any]) -> None:
     for lid, role in of_type(resources, "AWS::IAM::Role").items():
         assert not role["Properties"].get("ManagedPolicyArns"), lid

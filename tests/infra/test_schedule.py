@@ -95,3 +95,34 @@ def test_cadence_comes_from_context() -> None:
     env = coordinator_props(Template.from_stack(stack))["Environment"]["Variables"]
     assert (env[c.ENV_COORDINATOR_PERIOD_SECONDS], env[c.ENV_COORDINATOR_LOOP_SECONDS]) == ("2", "58")
     assert env[c.ENV_SHARD_FLUSH_SECONDS] == "30"
+
+
+def test_an_async_run_is_never_retried_nor_delivered_late(resources: dict[str, Any]) -> None:
+    """Lambda retries a failed async run twice by default, and the retry would overlap the next run."""
+    coordinator = function_ids(resources)[c.FN_COORDINATOR]
+    (config,) = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Lambda::EventInvokeConfig"]
+    assert config["FunctionName"] == {"Ref": coordinator}
+    assert (config["MaximumRetryAttempts"], config["MaximumEventAgeInSeconds"]) == (0, 60)
+    assert config["Qualifier"] == "$LATEST"
+
+
+def test_reserved_concurrency_is_opt_in(resources: dict[str, Any], tmp_path_factory: Any) -> None:
+    from tests.infra.helpers import synth_resources
+
+    def reserved(res: dict[str, Any]) -> dict[str, Any]:
+        return {
+            name: res[lid]["Properties"].get("ReservedConcurrentExecutions")
+            for name, lid in function_ids(res).items()
+        }
+
+    assert set(reserved(resources).values()) == {None}  # default: none reserved anywhere
+    _, opted = synth_resources(
+        {"coordinator_reserved_concurrency": "2"}, str(tmp_path_factory.mktemp("cdk.out.reserved"))
+    )
+    assert reserved(opted) == {**dict.fromkeys(function_ids(opted), None), c.FN_COORDINATOR: 2}
+
+
+def test_the_broker_knows_which_function_to_wake(resources: dict[str, Any]) -> None:
+    ids = function_ids(resources)
+    env = resources[ids[c.FN_BROKER]]["Properties"]["Environment"]["Variables"]
+    assert env[c.ENV_COORDINATOR_FUNCTION] == {"Ref": ids[c.FN_COORDINATOR]}

@@ -80,6 +80,14 @@ def test_lifecycle_expires_scratch_and_overflow_only(resources: dict[str, Any]) 
     )
 
 
+def test_payload_objects_expire_by_the_days_their_tag_names(resources: dict[str, Any]) -> None:
+    rules = resources[c.LOGICAL_SEGMENT_BUCKET]["Properties"]["LifecycleConfiguration"]["Rules"]
+    payload = [r for r in rules if r.get("Prefix") == c.PAYLOAD_PREFIX]
+    days = {int(r["TagFilters"][0]["Value"]): r["ExpirationInDays"] for r in payload}
+    assert days == {n: n for n in range(2, c.PAYLOAD_MAX_DAYS + 1)}
+    assert all(r["TagFilters"][0]["Key"] == c.PAYLOAD_DAYS_TAG for r in payload)
+
+
 def test_segment_bucket_logs_access(resources: dict[str, Any]) -> None:
     logging = resources[c.LOGICAL_SEGMENT_BUCKET]["Properties"]["LoggingConfiguration"]
     (target,) = refs(logging["DestinationBucketName"])

@@ -4,6 +4,8 @@ unknown paths, empty bodies, fractional delays and the two SDK generations' ack 
 
 from __future__ import annotations
 
+from unittest.mock import ANY
+
 import pytest
 
 ACCOUNT = "023e105f4ecef8ad9ca31a8372d0c353"
@@ -158,10 +160,25 @@ def test_ack_warnings_shape_follows_the_sdk_generation(api, cfq):
     body = api("POST", f"{CF}/{qid}/messages/ack", ack)[1]
     assert body["result"]["ackCount"] == 1 and set(body["result"]["warnings"]) == {"made-up"}
     again = {"acks": [{"lease_id": lease}]}  # already acked: the warning names the message
-    v5 = api("POST", f"{CF}/{qid}/messages/ack", again, headers={"X-Stainless-Package-Version": "5.9.0"})
-    assert list(v5[1]["result"]["warnings"]) == [lease]
-    v4 = api("POST", f"{CF}/{qid}/messages/ack", again, headers={"X-Stainless-Package-Version": "4.3.1"})
-    assert isinstance(v4[1]["result"]["warnings"], list) and len(v4[1]["result"]["warnings"]) == 1
+
+    def warnings_for(lang: str | None, version: str | None) -> object:
+        sdk = {"X-Stainless-Lang": lang, "X-Stainless-Package-Version": version}
+        headers = {k: v for k, v in sdk.items() if v is not None}
+        return api("POST", f"{CF}/{qid}/messages/ack", again, headers=headers)[1]["result"]["warnings"]
+
+    # Each SDK numbers its own releases: PyPI 4.x and npm 4.x/5.x model a list, PyPI 5.x and npm 6.x+ a map.
+    for lang, version in [("python", "4.3.1"), ("js", "4.5.0"), ("js", "5.2.0")]:
+        listed = warnings_for(lang, version)
+        assert isinstance(listed, list) and len(listed) == 1, (lang, version)
+    for lang, version in [
+        ("python", "5.9.0"),
+        ("js", "6.0.0"),
+        ("js", "7.3.0"),
+        ("go", "4.0.0"),
+        (None, None),
+    ]:
+        assert warnings_for(lang, version) == {lease: ANY}, (lang, version)
+    assert warnings_for(None, "4.3.1") == {lease: ANY}  # a version without its language: the current API
 
 
 def test_peek_reads_without_leasing_and_purge_removes_delivered_messages(api, cfq):

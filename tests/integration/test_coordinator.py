@@ -123,14 +123,14 @@ def test_scale_up_seal_and_retire_without_losing_a_message(clocked, clock, queue
     queue = clocked.queues.get(queue_name)
     assert all(head(clocked, queue, s).get("sealed") for s in others)
 
-    # A broker with the stale map picks sealed shards: the head refuses, it refreshes, no error.
-    stale = Publisher(
-        clocked.backend, QueueDirectory(clocked.queues, lambda name, force: None if force else stale_doc)
-    )
+    # A broker with the stale map picks sealed shards: the head refuses, and its stamp names the map
+    # that sealed it (no SSM read: the directory read the mirror once, for the stale document), no error.
+    stale = Publisher(clocked.backend, QueueDirectory(clocked.queues, lambda name: stale_doc))
     for r in range(12):
         result = stale.publish(queue_name, [OutgoingMessage(body=f'"late-{r}"'.encode())])
         assert result.shard == 0
         sent += result.message_ids
+    assert stale.directory.mirror_reads == 1
 
     # Sealed shards hold unacked messages: nothing is retired until every group has drained them.
     clock.advance(1_000)
@@ -471,12 +471,16 @@ def test_a_mirror_left_behind_by_a_delete_is_pruned_and_its_shards_refuse_sends(
     clocked.queues.delete(queue_name)
     monkeypatch.undo()
     clocked.backend.mirror.write(queue_name, doc)  # what the delete could not remove
-    stale = Publisher(clocked.backend, QueueDirectory(clocked.queues, lambda _n, _f: doc))
+    stale = Publisher(clocked.backend, QueueDirectory(clocked.queues, lambda _name: doc))
     stale.publish(queue_name, [OutgoingMessage(body=b'"lost"')])  # accepted into a deleted queue
 
-    config = CoordinatorConfig(
-        ownership_ms=LEASE_MS, ownership_sk=f"LEASE-{queue_name}", queues=[], prune_every_ms=0
+    # Another container's clock ran ahead when it last listed the path: a listing "in the future" is due
+    # (else a skewed clock would stop pruning for good).
+    pruned_at = clocked.backend.clock() + 3_600_000
+    clocked.backend.control.put(
+        {keys.PK: keys.COORDINATOR_PK, keys.SK: keys.COORDINATOR_PRUNED_SK, "at": pruned_at}
     )
+    config = CoordinatorConfig(ownership_ms=LEASE_MS, ownership_sk=f"LEASE-{queue_name}", queues=[])
     report = Coordinator(clocked.backend, clocked.queues, None, config).run_once()
     assert queue_name in report.pruned
     assert clocked.backend.mirror.read(queue_name) is None

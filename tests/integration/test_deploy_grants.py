@@ -4,7 +4,10 @@ audit (tests/conftest.py, sluice/local/iamcheck.py) checks them against the temp
   writes a new overflow body: s3:PutObject on `overflow/*`;
 - a push consumer of type `lambda` invokes its function: lambda:InvokeFunction on the push targets;
 - a dead letter queue deleted since it was configured is created again by the coordinator (the control
-  path: ssm:PutParameter on the shard-map path), never by the consumer, which may only read shard maps.
+  path: ssm:PutParameter on the shard-map path), never by the consumer, which may only read shard maps;
+- payload-tier objects (`payload/*`, written with their lifecycle tag): sent by the broker, read by the
+  consumer's peeks and pulls, written by its dead-letter moves, read and written again by the broker's
+  redrive.
 And the auto-created dead letter queue takes the large message its source accepted.
 """
 
@@ -83,6 +86,36 @@ def test_a_deleted_dead_letter_queue_is_created_again_by_the_coordinator(api, qu
     assert not _recorded(c.FN_CONSUMER, "ssm:PutParameter")
 
 
+def test_payload_tier_objects_through_sends_pulls_dead_letters_and_redrive(api, queue_name):
+    dlq = f"{queue_name}-dlq"
+    settings = {"payload_tier": "s3", "max_retries": 1, "dead_letter_queue": dlq}
+    assert api("POST", "/v1/queues", {"queue_name": queue_name, "settings": settings})[0] == 201
+    text = os.urandom(32 * 1024).hex()  # 64 KB that compresses to 32 KB: the dead letter queue's auto tier
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages", {"messages": [{"body": text}]})
+    assert status == 200, body
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages/peek", {"batch_size": 1})
+    assert status == 200 and [m["body"] for m in body["result"]["messages"]] == [text], body
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages/pull", {"batch_size": 1})
+    assert status == 200, body
+    (message,) = body["result"]["messages"]
+    assert message["body"] == text
+    retry = {"retries": [{"lease_id": message["lease_id"]}]}
+    assert api("POST", f"/v1/queues/{queue_name}/messages/ack", retry)[0] == 200
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages/pull", {"batch_size": 1})
+    assert status == 200 and body["result"]["messages"] == [], body  # this pull moved it
+    status, body = api("POST", f"/v1/queues/{queue_name}/redrive", {"from": dlq})
+    assert status == 200 and body["result"]["moved"] == 1, body
+    status, body = api("POST", f"/v1/queues/{queue_name}/messages/pull", {"batch_size": 1})
+    assert status == 200 and [m["body"] for m in body["result"]["messages"]] == [text], body
+
+    def tier(function: str, action: str) -> list[str]:
+        return [arn for arn in _recorded(function, action) if f"/{c.PAYLOAD_PREFIX}" in arn]
+
+    for action in ("s3:PutObject", "s3:PutObjectTagging", "s3:GetObject"):
+        assert tier(c.FN_BROKER, action), action  # the send; the redrive reads and writes one again
+        assert tier(c.FN_CONSUMER, action), action  # peek and pulls; the dead-letter move writes one
+
+
 def test_push_to_a_lambda_target_invokes_it_from_the_consumer(api, queue_name):
     target = "arn:aws:lambda:us-east-1:123456789012:function:sluice-test-push-orders"
     assert api("POST", "/v1/queues", {"queue_name": queue_name})[0] == 201
@@ -149,3 +182,27 @@ def test_large_messages_exhausted_together_all_reach_the_dead_letter_queue(clock
     assert sorted(len(d.body) for d in dead) == [300_000] * 4
     clock.advance(10)
     assert clocked.operations.redrive(queue_name, dlq)["moved"] == 4
+
+
+def test_redriving_an_overflow_message_reads_its_body_from_the_broker(api, queue_name):
+    """Redrive (a broker route) pulls the dead letter queue and sends again: a body stored in `overflow/`
+    is read back by the broker (s3:GetObject on overflow/*)."""
+    dlq = f"{queue_name}-dlq"
+    settings = {"max_message_bytes": 400_000, "max_retries": 0, "dead_letter_queue": dlq}
+    assert api("POST", "/v1/queues", {"queue_name": queue_name, "settings": settings})[0] == 201
+    text = "y" * BIG
+    assert api("POST", f"/v1/queues/{queue_name}/messages", {"messages": [{"body": text}]})[0] == 200
+    (message,) = api("POST", f"/v1/queues/{queue_name}/messages/pull", {"batch_size": 1})[1]["result"][
+        "messages"
+    ]
+    retry = {"retries": [{"lease_id": message["lease_id"]}]}
+    assert api("POST", f"/v1/queues/{queue_name}/messages/ack", retry)[0] == 200  # no retries left: dead
+
+    status, body = api("POST", f"/v1/queues/{queue_name}/redrive", {"from_queue": dlq})
+    assert status == 200 and body["result"]["moved"] == 1, body
+    (back,) = api("POST", f"/v1/queues/{queue_name}/messages/pull", {"batch_size": 1})[1]["result"][
+        "messages"
+    ]
+    assert back["body"] == text
+    gets = _recorded(c.FN_BROKER, "s3:GetObject")
+    assert any("/overflow/" in arn for arn in gets), gets

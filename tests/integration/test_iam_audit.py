@@ -59,7 +59,9 @@ def test_scenario_is_allowed_by_the_template(scenario_calls, template) -> None:
 
 @pytest.mark.parametrize(
     ("function", "action"),
-    [(c.FN_CONSUMER, "s3:PutObject"), (c.FN_BROKER, "dynamodb:PutItem"), (c.FN_CONSUMER, "ssm:GetParameter")],
+    # Not an SSM read: the scenario's handlers share one process, whose cached documents (made by the
+    # broker's creates) the consumer reads without SSM; separate containers read it once each.
+    [(c.FN_CONSUMER, "s3:PutObject"), (c.FN_BROKER, "dynamodb:PutItem"), (c.FN_CONSUMER, "dynamodb:Query")],
 )
 def test_a_removed_grant_is_reported(scenario_calls, template, function: str, action: str) -> None:
     denials = iamcheck.check(scenario_calls, lambda stage: _without(template, function, action))
@@ -130,3 +132,84 @@ def test_the_coordinator_may_start_the_consumer_alias_and_shard_only(template) -
     assert iamcheck.check(allowed, lambda stage: template) == []
     denied = [invoke(c.FN_CONSUMER), invoke(f"{c.FN_CONSUMER}:old"), invoke(f"{c.FN_BROKER}:{c.API_ALIAS}")]
     assert [d.call for d in iamcheck.check(denied, lambda stage: template)] == denied
+
+
+def test_the_shard_function_lists_its_bucket_under_payload_only(template) -> None:
+    """The listing grant is conditioned on `s3:prefix` (the flush looks for the payload-tier objects of
+    crashed sends): the audit records a listing's prefix and the check evaluates the condition."""
+
+    def listing(prefix: str) -> iamcheck.Call:
+        params = {"Bucket": "sluice-test-segments-123456789012-us-east-1", "Prefix": prefix}
+        [(action, arn)] = callaudit.iam_requests("s3", "ListObjectsV2", params, "us-east-1")
+        keys = callaudit.condition_keys("s3", "ListObjectsV2", params)
+        return iamcheck.Call(c.FN_SHARD, "test", action, arn, s3_prefix=keys["s3:prefix"])
+
+    assert iamcheck.check([listing(f"{c.PAYLOAD_PREFIX}q#0001#3/")], lambda stage: template) == []
+    unknown = listing("")
+    unknown = iamcheck.Call(c.FN_SHARD, "test", unknown.action, unknown.resource)  # no prefix recorded
+    denied = [listing("segments/q/"), listing(""), unknown]
+    assert [d.call for d in iamcheck.check(denied, lambda stage: template)] == denied
+
+
+def _with_extra_grant(template: dict[str, Any], function: str, action: str) -> dict[str, Any]:
+    """A copy of the template whose `function` role also holds `action` on the control table."""
+    edited = copy.deepcopy(template)
+    role = iamcheck.TemplateRoles(edited, "test").role_of(function)
+    policy = next(
+        r
+        for r in edited["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+    )
+    table = {"Fn::GetAtt": [c.LOGICAL_CONTROL_TABLE, "Arn"]}
+    policy["Properties"]["PolicyDocument"]["Statement"].append(
+        {"Effect": "Allow", "Action": action, "Resource": table}
+    )
+    return edited
+
+
+def test_a_granted_action_no_call_uses_is_reported(scenario_calls, template) -> None:
+    """The check `make test` runs over the whole suite's calls, here over one scenario's: the broker
+    holding Scan on the control table (the table of token hashes), which no call uses, is reported."""
+    scan = iamcheck.Grant(
+        c.FN_BROKER, "dynamodb:Scan", "arn:aws:dynamodb:<region>:<account>:table/sluice-<stage>-control"
+    )
+    unexplained, _ = iamcheck.unused(
+        scenario_calls, lambda *_: _with_extra_grant(template, c.FN_BROKER, "dynamodb:Scan")
+    )
+    assert scan in unexplained
+    unexplained, _ = iamcheck.unused(scenario_calls, lambda *_: template)
+    assert scan not in unexplained
+    used = iamcheck.Grant(c.FN_BROKER, "dynamodb:PutItem", scan.resource)  # sends write the control table
+    assert used not in unexplained
+
+
+def test_the_allow_list_gives_reasons_and_a_stale_entry_is_reported(scenario_calls, template) -> None:
+    for entry in iamcheck.UNEXERCISED:
+        assert len(entry.reason) >= 60, entry
+    used = iamcheck.Unexercised(c.FN_BROKER, "dynamodb:PutItem", "*", "sends write the control table " * 3)
+    nothing = iamcheck.Unexercised(c.FN_BROKER, "dynamodb:Scan", "*", "no role holds Scan any more " * 3)
+    _, stale = iamcheck.unused(scenario_calls, lambda *_: template, [*iamcheck.UNEXERCISED, used, nothing])
+    assert used in stale and nothing in stale
+
+
+def test_the_stack_grants_no_scan_and_no_describe(template) -> None:
+    """What the roles held before they were narrowed to the calls: every table's read-write set (Scan,
+    BatchWriteItem, DescribeTable, stream reads) for every function, DescribeSecret, ListBucket (but the
+    shard function's, under `payload/` alone: the flush lists a shard's tier objects to delete orphans)."""
+    roles = iamcheck.TemplateRoles(template, "test")
+    statements = [(fn, st) for fn in c.FUNCTION_HANDLERS for st in roles.statements(roles.role_of(fn) or "")]
+    listing = {"StringLike": {"s3:prefix": [f"{c.PAYLOAD_PREFIX}*"]}}
+    held = {
+        a
+        for fn, st in statements
+        if not (fn == c.FN_SHARD and st["Action"] == "s3:ListBucket" and st.get("Condition") == listing)
+        for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
+    }
+    gone = {"dynamodb:Scan", "dynamodb:DescribeTable", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
+    gone |= {
+        "dynamodb:ConditionCheckItem",
+        "secretsmanager:DescribeSecret",
+        "s3:ListBucket",
+        "s3:AbortMultipartUpload",
+    }
+    assert not held & gone, held & gone

@@ -25,9 +25,11 @@ from sluice.adapters.s3 import Bucket
 from sluice.engine.regions import RegionBreaker
 from sluice.engine.streams import parse_position
 from sluice.faults import RegionOutage
+from sluice.local import moto_patches
 from sluice.models import OutgoingMessage, Queue, Shard
 from sluice.segmentformat import queue_prefix
 from sluice.settings import Settings
+from tests.conftest import report
 from tests.regions import regional_settings
 
 HOME, AWAY = REGIONS = ("us-east-1", "eu-west-1")
@@ -67,8 +69,15 @@ def make_queue(regional: dict[str, Any], raw: dict[str, Any] | None = None) -> Q
 
     queue = home.queues.modify(name, regional_shards)
     for engine in regional.values():
-        engine.backend.mirror.write(name, queue.model_dump_json())
+        copy_mirror(engine, queue)
     return queue
+
+
+def copy_mirror(engine: Any, queue: Queue) -> None:
+    """Write `queue`'s mirror in `engine`'s region as the test's own step, a second after the engine's
+    writes (moto allows 3 PutParameter a second per region, as AWS does: sluice/local/moto_patches.py)."""
+    moto_patches.refill_ssm_quota()
+    engine.backend.mirror.write(queue.name, queue.model_dump_json())
 
 
 def region_of(queue: Queue, shard_id: int) -> str | None:
@@ -163,7 +172,7 @@ def test_a_region_without_open_shards_sends_to_another_rather_than_failing(regio
             }
         ),
     )
-    regional[AWAY].backend.mirror.write(queue.name, queue.model_dump_json())
+    copy_mirror(regional[AWAY], queue)
     result = regional[AWAY].publisher.publish(queue.name, msgs(1, "fallback"))
     assert region_of(queue, result.shard) == HOME
 
@@ -175,7 +184,7 @@ def test_a_consumer_drains_every_region_once_per_group_and_acks_in_the_shards_re
     queue = make_queue(regional)
     home = regional[HOME]
     home.groups.create(queue.name, "second")
-    regional[AWAY].backend.mirror.write(queue.name, home.queues.get(queue.name).model_dump_json())
+    copy_mirror(regional[AWAY], home.queues.get(queue.name))
     sent = set()
     for region, engine in regional.items():
         for i in range(4):
@@ -432,3 +441,162 @@ def test_single_region_listings_and_reads_name_no_region(engine, queue_name):
     engine.publisher.publish(queue_name, msgs(2, "single"))
     assert all("region" not in s for s in engine.reader.shard_ranges(queue_name))
     assert engine.reader.read(queue_name, _beginning(), limit=10).regions == {}
+
+
+# --- a region that accepts connections and hangs; metrics with a region down (issue 26) -------------------
+@contextmanager
+def hanging_region(region: str) -> Iterator[None]:
+    """DynamoDB calls to `region` go to a socket that accepts and reads, then never answers: what a
+    region does when its endpoint is up and its service is stuck. The client is the one `aws.client`
+    would make for that region (REMOTE_CONFIG), pointed at the socket."""
+    import socket
+
+    import botocore.session
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            held.append(conn)  # read nothing back, answer nothing
+
+    threading.Thread(target=accept, daemon=True).start()
+    session = botocore.session.get_session()
+    client = session.create_client(
+        "dynamodb",
+        region_name=region,
+        endpoint_url=f"http://127.0.0.1:{listener.getsockname()[1]}",
+        config=aws.config_for(session, region),
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    key = ("dynamodb", None, region)
+    with aws._lock:
+        before = aws._clients.get(key)
+        aws._clients[key] = client
+    try:
+        yield
+    finally:
+        with aws._lock:
+            if before is None:
+                aws._clients.pop(key, None)
+            else:
+                aws._clients[key] = before
+        listener.close()
+        for conn in held:
+            conn.close()
+
+
+@pytest.mark.slow
+def test_a_long_pull_answers_within_its_window_while_another_region_hangs(regional, pytestconfig):
+    """Each call to the hanging region ends at its bound (REMOTE_CONFIG: one attempt, 1 s connect + 2 s
+    read), the breaker skips the region while it cools down, and once the pull waits, a read of it starts
+    only if it can end before the deadline. Before: two attempts of up to 1 + 5 s with backoff between
+    made each try ~11 s, so a 12 s pull retrying the region after a 1 s cool-down ended ~22 s in (a 20 s
+    pull deployed: past the 29 s function timeout)."""
+    queue = make_queue(regional)
+    home = regional[HOME]
+    home.consumer.breaker = RegionBreaker(cooldown_s=1.0)  # try the hanging region as often as possible
+    wait_s = 12.0
+    with hanging_region(AWAY):
+        started = time.monotonic()
+        batch = home.consumer.pull(queue.name, group="default", batch_size=5, wait_ms=int(wait_s * 1000))
+        elapsed = time.monotonic() - started
+    assert batch.messages == []
+    assert elapsed <= wait_s + aws.REMOTE_CALL_SECONDS, elapsed
+    report(
+        pytestconfig,
+        "multi-region: a region that hangs",
+        f"a {wait_s:.0f} s pull answered in {elapsed:.1f} s",
+    )
+
+
+def test_metrics_skip_an_unreachable_region_and_name_it(regional):
+    """Shards are read a region at a time in batches; a region that fails is skipped (and, cooling down,
+    not even tried), and the answer names it: figures over the regions that answered."""
+    queue = make_queue(regional)
+    home, away = regional[HOME], regional[AWAY]
+    home.publisher.publish(queue.name, msgs(3, "home"))
+    away.publisher.publish(queue.name, msgs(4, "away"))
+    whole = home.operations.metrics(queue.name)
+    assert whole["backlog_count"] == 7 and "skipped_regions" not in whole
+    assert whole["regions"][AWAY]["backlog_count"] == 4
+    with RegionOutage() as outage:
+        outage.down.add(AWAY)
+        partial = home.operations.metrics(queue.name)
+        refused = outage.refused[AWAY]
+        again = home.operations.metrics(queue.name)  # cooling down: skipped without a call
+        assert outage.refused[AWAY] == refused
+    for answer in (partial, again):
+        assert answer["skipped_regions"] == [AWAY]
+        assert answer["backlog_count"] == 3 and set(answer["regions"]) == {HOME}
+        assert {s["region"] for s in answer["shards"]} == {HOME}
+
+
+def test_metrics_of_the_largest_queue_fit_the_response_budget():
+    """256 shards in each of 3 regions, 32 consumer groups with 63-character names and the largest
+    figures: ~5.4 MB as it was. Past the budget the answer keeps per-shard figures for the top group only
+    and says so; the per-group totals stay whole. A small answer is left as it is."""
+    import json
+
+    from lambdas.common.errors import envelope
+    from sluice.engine.operations import METRICS_BYTES, fit_metrics
+
+    figures = {
+        "backlog_count": 10**12,
+        "backlog_bytes": 10**15,
+        "in_flight": 10**6,
+        "delayed": 10**6,
+        "oldest_message_timestamp_ms": 1_700_000_000_000,
+    }
+    groups = ["default", *(f"{'g' * 60}{i:03d}" for i in range(31))]
+    shards = [
+        {
+            "shard": i,
+            "region": ("us-east-1", "eu-west-1", "ap-southeast-2")[i // 256],
+            "state": "sealed",
+            "next_seq": 10**15,
+            "purge_floor": 10**15,
+            "last_write_ms": 1_700_000_000_000,
+            "consumer_groups": {g: dict(figures) for g in groups},
+        }
+        for i in range(768)
+    ]
+    top = {**figures, "oldest_message_age_ms": 10**9}
+    answer = {
+        "queue_name": "q" * 63,
+        "paused": False,
+        "shard_count": 768,
+        **top,
+        "consumer_groups": {g: top for g in groups},
+        "shards": shards,
+        "regions": {s["region"]: top for s in shards},
+    }
+    assert len(json.dumps(envelope(answer))) > METRICS_BYTES
+    fitted = fit_metrics(answer, "default")
+    assert len(json.dumps(envelope(fitted))) < METRICS_BYTES
+    assert fitted["shard_groups_omitted"] is True and fitted["consumer_groups"] == answer["consumer_groups"]
+    assert all(list(s["consumer_groups"]) == ["default"] for s in fitted["shards"])
+    small = {**answer, "shards": shards[:2]}
+    assert fit_metrics(small, "default") == small
+
+
+def test_shard_ranges_list_an_unreachable_regions_shards_without_failing(regional):
+    """`GET /v1/queues/{q}/shards` with a region down: its shards are listed, marked `unreachable`, with
+    no offsets; the others' ranges as always (it answered 503 for the whole queue before)."""
+    queue = make_queue(regional)
+    home, away = regional[HOME], regional[AWAY]
+    away.publisher.publish(queue.name, msgs(2, "away"))
+    with RegionOutage() as outage:
+        outage.down.add(AWAY)
+        ranges = home.reader.shard_ranges(queue.name)
+    assert len(ranges) == PER_REGION * len(REGIONS)
+    for entry in ranges:
+        if entry["region"] == AWAY:
+            assert entry["unreachable"] is True and entry["last_offset"] is None
+        else:
+            assert "unreachable" not in entry

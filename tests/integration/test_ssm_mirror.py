@@ -7,6 +7,7 @@ parameter to Standard; moto is patched to refuse all three the same way (sluice/
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -14,6 +15,7 @@ from botocore.exceptions import ClientError
 
 from sluice.adapters import aws
 from sluice.adapters.ssm import ADVANCED_MAX_BYTES, STANDARD_MAX_BYTES, SsmMirror, split, tag_of, tier_for
+from sluice.local import moto_patches
 
 
 def _tier(mirror: SsmMirror, queue: str) -> str:
@@ -56,6 +58,7 @@ def test_a_legacy_advanced_parameter_takes_a_small_document_and_stays_advanced(a
     writer.write(queue, '{"shards": 1}')  # a container that has never seen it: AWS tells it
     assert writer.read(queue) == '{"shards": 1}'
     assert _tier(writer, queue) == "Advanced"
+    moto_patches.refill_ssm_quota()  # a second later: three puts spent the PutParameter quota (3/s)
     writer.write(queue, '{"shards": 2}')  # and now it knows
     assert writer.read(queue) == '{"shards": 2}'
 
@@ -70,8 +73,10 @@ def test_a_document_over_4kb_is_split_over_standard_parameters_and_read_whole(aw
     names = [mirror.part_name(mirror.name(queue), i) for i in range(7)]
     values = aws.client("ssm").get_parameters(Names=names)["Parameters"]
     assert len(values) == 7 and all(len(p["Value"].encode()) <= STANDARD_MAX_BYTES for p in values)
+    moto_patches.refill_ssm_quota()  # a few seconds later: 8 puts spent the PutParameter quota (3/s)
     mirror.write(queue, "small again")
     assert mirror.read(queue) == "small again"
+    moto_patches.refill_ssm_quota()
     mirror.write(queue, big[::-1])
     mirror.delete(queue)
     assert mirror.read(queue) is None
@@ -123,3 +128,42 @@ def test_tier_decision(size: int, known_advanced: bool, tier: str) -> None:
 def aws_env(aws: None) -> None:
     """The session's in-process moto, with default endpoints (no local server)."""
     aws_module_clients = aws  # noqa: F841 - the fixture starts mock_aws for the session
+
+
+def test_moto_throttles_reads_and_writes_over_the_account_quota_as_aws_does(aws_env: None) -> None:
+    """GetParameter/GetParameters/GetParametersByPath share 40 TPS; PutParameter has its own (3 TPS).
+    Without retries the 41st read in a burst is refused with the code botocore retries on."""
+    import botocore.session
+    from botocore.config import Config
+
+    name = f"/sluice/test/tps/{uuid.uuid4().hex[:8]}"
+    ssm = aws.client("ssm")
+    ssm.put_parameter(Name=name, Value="v", Type="String")
+    bare = botocore.session.get_session().create_client(
+        "ssm", region_name="us-east-1", config=Config(retries={"total_max_attempts": 1})
+    )
+    outcomes = []
+    started = time.monotonic()
+    for call in range(150):
+        try:
+            if call % 3 == 0:
+                bare.get_parameter(Name=name)
+            elif call % 3 == 1:
+                bare.get_parameters(Names=[name])
+            else:
+                bare.get_parameters_by_path(Path=name.rsplit("/", 1)[0])
+            outcomes.append("ok")
+        except ClientError as exc:
+            outcomes.append(aws.error_code(exc))
+    elapsed = time.monotonic() - started
+    assert outcomes.count("ok") <= moto_patches.SSM_READ_TPS * (1 + elapsed)  # one second's burst, then 40/s
+    assert "ThrottlingException" in outcomes
+    puts = []
+    for i in range(6):
+        try:
+            bare.put_parameter(Name=name, Value=str(i), Type="String", Overwrite=True)
+            puts.append("ok")
+        except ClientError as exc:
+            puts.append(aws.error_code(exc))
+    assert puts.count("ok") <= moto_patches.SSM_PUT_TPS + 1 and "ThrottlingException" in puts
+    assert ssm.get_parameter(Name=name)["Parameter"]["Value"]  # the engine's client retries through

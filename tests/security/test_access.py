@@ -171,7 +171,7 @@ def test_oversized_message_and_request_are_413_and_store_nothing(api, queue):
     big = "x" * 131_073
     status, body = _send(api, queue, "test-admin-token", [{"body": big, "content_type": "text"}])
     assert status == 413 and _code(body) == 10107
-    many = [{"body": "y" * 100_000, "content_type": "text"}] * 11
+    many = [{"body": "y" * 100_000, "content_type": "text"}] * 42  # 4.2 MB: over the native 4 MiB
     status, body = _send(api, queue, "test-admin-token", many)
     assert status == 413 and _code(body) == 10108
     status, body = _send(api, queue, "test-admin-token", [{"body": 1}] * 101)
@@ -215,3 +215,49 @@ def test_invalid_base64_bytes_body_is_400(api, queue, bad):
 def test_malformed_bodies_are_400(api, queue, raw):
     status, body = api("POST", f"/v1/queues/{queue}/messages", raw=raw)
     assert status == 400, (raw, body)
+
+
+# --- what a token sees and how long it lives --------------------------------------------------------
+
+
+def test_a_token_bound_to_one_queue_lists_that_queue_only(api, queue, queue_name):
+    other = f"{queue_name}-other"
+    assert api("POST", "/v1/queues", {"queue_name": other})[0] == 201
+    listed = api("GET", "/v1/queues", token=_token(api, queue, ["read"]))[1]["result"]
+    assert [q["queue_name"] for q in listed["queues"]] == [queue] and listed["cursor"] is None
+    everything = api("GET", "/v1/queues", query="limit=1000")[1]["result"]["queues"]
+    assert {queue, other} <= {q["queue_name"] for q in everything}
+    assert api("GET", "/v1/queues", token=_token(api, f"{queue_name}-gone", ["read"]))[1]["result"] == {
+        "queues": [],
+        "cursor": None,
+    }
+    status, body = api("GET", "/v1/queues", token=_token(api, queue, ["write"]))
+    assert status == 403 and _code(body) == 10002
+
+
+def test_a_token_with_a_lifetime_is_refused_once_it_has_expired(api, engine, queue):
+    import time
+
+    before = engine.backend.clock()
+    status, body = api("POST", "/v1/tokens", {"queue": queue, "scopes": ["read"], "expires_in_seconds": 60})
+    assert (
+        status == 201 and before + 60_000 <= body["result"]["expires_on"] <= engine.backend.clock() + 60_000
+    )
+    listed = {t["token_id"]: t for t in api("GET", "/v1/tokens")[1]["result"]}
+    assert listed[body["result"]["token_id"]]["expires_on"] == body["result"]["expires_on"]
+    assert api("GET", f"/v1/queues/{queue}", token=body["result"]["token"])[0] == 200
+
+    _id, brief = engine.tokens.create(queue, ["read"], expires_ms=engine.backend.clock() + 300)
+    assert api("GET", f"/v1/queues/{queue}", token=brief)[0] == 200  # cached from here on
+    time.sleep(0.35)
+    status, body = api("GET", f"/v1/queues/{queue}", token=brief)
+    assert status == 401 and _code(body) == 10001
+    assert body["errors"][0]["message"].startswith("token expired at ")
+    assert body["errors"][0]["message"].endswith(": mint a new one")
+
+
+def test_a_token_lifetime_out_of_range_is_refused(api, queue):
+    for lifetime in (0, -5, 10 * 365 * 86_400 + 1, "60", 1.5):
+        body = {"queue": queue, "scopes": ["read"], "expires_in_seconds": lifetime}
+        status, answer = api("POST", "/v1/tokens", body)
+        assert status == 400 and _code(answer) == 10100, lifetime

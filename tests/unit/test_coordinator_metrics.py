@@ -41,3 +41,12 @@ def test_single_region_metrics_have_no_region_dimension(capsys, monkeypatch: pyt
     q = QueueReport(queue="q", open_shards=1, backlog={"default": 2})
     (doc,) = emitted(RunReport("h", acted=True, queues=[q]), capsys, monkeypatch)[:1]
     assert dimensions(doc) == ["queue", "service"] and doc["Shards"] == [1]
+
+
+def test_an_idle_queue_and_an_idle_run_emit_no_metric(capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each custom metric is billed for every hour it is emitted in: at rest the stack emits none."""
+    idle = QueueReport(queue="idle", open_shards=4)
+    assert emitted(RunReport("h", acted=True, queues=[idle]), capsys, monkeypatch) == []
+    busy = QueueReport(queue="busy", open_shards=1, writes_per_s=3.0)
+    docs = emitted(RunReport("h", acted=True, queues=[idle, busy]), capsys, monkeypatch)
+    assert [d.get("queue") for d in docs if "queue" in d] == ["busy"]

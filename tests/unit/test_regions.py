@@ -129,4 +129,6 @@ def test_other_regions_clients_get_a_short_connect_timeout_and_few_attempts(monk
     remote = aws.config_for(session, AWAY)
     assert remote is aws.REMOTE_CONFIG
     assert remote.connect_timeout <= 1 < aws.RETRY_CONFIG.connect_timeout
-    assert remote.retries["total_max_attempts"] == 2  # `max_attempts` would count retries only
+    # one attempt, bounded: the breaker and the caller's next poll retry (`max_attempts` counts retries)
+    assert remote.retries["total_max_attempts"] == 1
+    assert remote.connect_timeout + remote.read_timeout == aws.REMOTE_CALL_SECONDS <= 3

@@ -16,6 +16,7 @@ from sluice.engine.store import (
     HeadCounts,
     HeadGuard,
     InlinePayload,
+    ObjectPayload,
     ShardAddress,
     ShardStore,
     SlotTaken,
@@ -47,7 +48,27 @@ def test_allocate_takes_contiguous_ranges_and_counts_them(store: ShardStore) -> 
     head = store.head(AT)
     assert (head.next, head.ts) == (5, 100)
     assert head.counters[:3] == (2, 4, 20)  # requests, messages, bytes
-    assert first.map_version is None
+    assert (first.map_version, first.map_route, head.exists) == (0, "", True)  # never stamped
+    assert not store.head(ShardAddress("q", "0000abcd", Shard(id=4, table=1, created_ms=0))).exists
+
+
+def test_map_stamps_only_move_forward_and_come_back_with_allocations_and_refusals(
+    store: ShardStore,
+) -> None:
+    """issue 23's hooks: a stamp (`mv`, `mo`) makes a HEAD nobody wrote, never goes back, and every
+    allocation (ALL_NEW) and refusal (ALL_OLD) carries it."""
+    assert store.stamp_map(AT, 3, "1a2b3c4d/4/0-3")
+    head = store.head(AT)
+    assert (head.exists, head.map_version, head.map_route, head.next) == (True, 3, "1a2b3c4d/4/0-3", 0)
+    assert not store.stamp_map(AT, 3, "other") and not store.stamp_map(AT, 2, "older")
+    first = store.allocate(AT, 2, 100, COUNTS, fail_fast=True)
+    assert (first.first_seq, first.map_version, first.map_route) == (0, 3, "1a2b3c4d/4/0-3")
+    assert store.stamp_map(AT, 4, "1a2b3c4d/4/0-7")
+    store.seal(AT, 200)
+    store.seal(AT, 300)  # idempotent
+    with pytest.raises(AllocationRefused) as sealed:
+        store.allocate(AT, 1, 400, COUNTS)
+    assert (sealed.value.head.map_version, sealed.value.head.map_route) == (4, "1a2b3c4d/4/0-7")
 
 
 def test_allocate_refuses_a_sealed_head_an_older_producer_and_a_clock_behind(store: ShardStore) -> None:
@@ -93,6 +114,24 @@ def test_batches_scan_in_order_and_a_sealed_gap_refuses_the_late_writer(store: S
     assert before is not None and before.first == 0
     assert sorted(store.items(AT, [0, 4, 7])) == [0, 4]
     assert not store.seal_gap(AT, 4, 5, 1)  # taken: the caller re-reads
+
+
+def test_a_payload_tier_item_reads_its_bodies_from_its_object_in_one_ranged_read(store: ShardStore) -> None:
+    from sluice.engine.payloads import TierObject
+
+    sent = msgs(b"alpha", b"", b"gamma-gamma")
+    tier = TierObject.of(AT.pk, 0, sent, days=5)
+    if isinstance(store, MemoryShardStore):
+        store.put_object(tier.key, tier.data, AT)
+    else:
+        store.backend.bucket_for(AT.shard).put(tier.key, tier.data, tags=tier.tags)
+    store.write_batch(AT, 0, 100, tier.index[:2], None, object_key=tier.key)
+    store.write_batch(AT, 2, 100, tier.index[2:], None, object_key=tier.key, object_base=tier.base_of(2))
+    first, second = list(store.scan(AT, 0))
+    assert isinstance(first.payload, ObjectPayload) and first.payload.key == tier.key
+    assert store.body_sizes(AT, first) == [5, 0]
+    assert [m.body for m in store.messages(AT, first)] == [b"alpha", b""]
+    assert [m.body for m in store.messages(AT, second)] == [b"gamma-gamma"]
 
 
 def test_floor_flush_marks_and_expiry(store: ShardStore) -> None:

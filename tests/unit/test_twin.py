@@ -196,3 +196,48 @@ def test_a_send_throttled_on_one_shard_moves_to_another_open_shard():
     }  # fmt: skip
     assert shards == {1}  # none failed, none stored on the throttled shard
     assert world.dynamo.stats.throttles[("UpdateItem", "HEAD")] > 0
+
+
+# --- the control plane at scale (issue 23): quick versions of the documented scenarios --------------
+
+
+@pytest.fixture
+def seeded() -> None:
+    """The engine picks shards with the global `random`: a quick scenario is the same run every time."""
+    import random
+
+    random.seed(23)
+
+
+def test_quick_step_is_absorbed_within_10_s_with_few_throttles_and_no_overshoot(seeded: None):
+    from bench.twin.control import absorbed, shards_needed, throttled_share
+    from bench.twin.scenarios import publish_load
+
+    at = 10  # the documented run: sample 0.25, 60 s, step at 20 s (bench/twin/control.py)
+    result = publish_load(lambda t: 1_000 if t < at else 100_000, 25, sample=0.25, first_rule_at=5.0)
+    took = absorbed(result, at)
+    assert took is not None and took <= 10
+    assert throttled_share(result, slice(at, at + 10)) <= 0.10
+    assert max(result["shards"]) <= 2 * shards_needed(100_000)
+    assert result["wakes"] >= 1  # a throttled broker started the coordinator, no minute was waited
+
+
+def test_quick_fleet_of_1200_containers_learns_every_map_change_without_ssm(seeded: None):
+    from bench.twin import control
+
+    result = control.measure("fleet", quick=True)
+    warm = int(result["warm_s"])
+    assert result["containers"] / result["sample"] >= 1_000
+    assert len(set(result["shards"][warm:])) >= 3  # the map changed during the ramp
+    ramp_reads = result["ssm_reads"][warm:]
+    assert max(ramp_reads) <= 40 and sum(result["ssm_read_throttles"]) == 0
+    assert control.mean(control.tail(result["delivered"])) >= 0.95 * 200_000
+
+
+def test_quick_million_fills_256_shards_and_its_map_stays_one_standard_value(seeded: None):
+    from bench.twin import control
+
+    result = control.measure("million", quick=True)
+    assert max(result["shards"]) == 256
+    assert result["ssm_largest_value"] <= 4096 and result["map_bytes"] <= 4096
+    assert control.mean(control.tail(result["delivered"])) >= 0.9 * 1_000_000

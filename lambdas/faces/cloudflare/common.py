@@ -3,7 +3,7 @@
 Cloudflare's REST paths are `/client/v4/accounts/{account_id}/queues/{queue_id}/...`; `account_id`
 is accepted and ignored, `queue_id` is the queue's 32-hex id or its name. Result shapes are the union
 of what the two SDK generations (cloudflare 4.x and 5.x) model, so each validates against either.
-Where they contradict each other (ack `warnings`), `sdk_major` picks the caller's generation.
+Where they contradict each other (ack `warnings`), `warnings_as_list` picks the caller's generation.
 """
 
 from __future__ import annotations
@@ -22,7 +22,13 @@ from sluice.models import (
 
 CF_QUEUES = "/client/v4/accounts/<account_id>/queues"
 CF_Q = f"{CF_QUEUES}/<queue_id>"
-SDK_VERSION_HEADER = "x-stainless-package-version"  # sent by the official SDKs (Stainless-generated)
+# Sent by the official SDKs (Stainless-generated): the SDK's language and its own version number.
+SDK_LANG_HEADER = "x-stainless-lang"
+SDK_VERSION_HEADER = "x-stainless-package-version"
+# The first major version, per SDK language, that models ack `warnings` as Cloudflare's current API answers
+# (a map of lease id → warning); earlier ones model a list of strings. Each SDK numbers its own releases:
+# PyPI `cloudflare` 4.x lists, 5.x maps; npm `cloudflare` 4.x and 5.x list, 6.x and later map.
+WARNINGS_MAP_SINCE = {"python": 5, "js": 6}
 
 
 def iso(ms: int) -> str:
@@ -34,17 +40,20 @@ def queue_name(queue_id: str) -> str:
     return service().queues.resolve(queue_id)
 
 
-def sdk_major(headers: dict[str, str]) -> int | None:
-    """The major version of the official SDK that sent the request, if it says."""
-    version = {k.lower(): v for k, v in (headers or {}).items()}.get(SDK_VERSION_HEADER, "")
-    head = version.split(".", 1)[0]
-    return int(head) if head.isdigit() else None
+def warnings_as_list(headers: dict[str, str] | None) -> bool:
+    """Whether the official SDK that sent the request models ack `warnings` as a list: decided by its
+    language and its major version together (`WARNINGS_MAP_SINCE`). Anything else (curl, wrangler, an SDK
+    that does not say, a language not listed) gets the current API's map."""
+    lowered = {k.lower(): v for k, v in (headers or {}).items()}
+    since = WARNINGS_MAP_SINCE.get(lowered.get(SDK_LANG_HEADER, "").strip().lower())
+    head = lowered.get(SDK_VERSION_HEADER, "").split(".", 1)[0]
+    return since is not None and head.isdigit() and int(head) < since
 
 
-def ack_warnings(name: str, warnings: list[str], lease_ids: list[str], major: int | None) -> Any:
-    """Cloudflare's current API (and SDK 5.x) answers a map of lease id → warning; SDK 4.x models a
-    list of strings, so 4.x callers get the list. A warning names its lease or its message."""
-    if major is not None and major < 5:
+def ack_warnings(name: str, warnings: list[str], lease_ids: list[str], as_list: bool) -> Any:
+    """Cloudflare's current API answers a map of lease id → warning; older SDK generations model a list
+    of strings (`warnings_as_list`), and get the list. A warning names its lease or its message."""
+    if as_list:
         return warnings
     engine = service()
     queue = engine.directory.get(name)

@@ -2,7 +2,7 @@
 bodies and result shapes. Bodies follow Cloudflare's pull rule: `json` and `bytes` base64, `text` plain;
 each message's `metadata` carries `CF-Content-Type` and `CF-sourceMessageSource` like Cloudflare's.
 An empty request body means the defaults. `.../messages/peek` reads without leasing; `.../messages/purge`
-removes peeked messages by `ref` (see peek.py in this folder for which ones it can)."""
+removes peeked messages by `ref` (see sluice/engine/peek.py for which ones it can)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from lambdas.common.http import RESPONSE_BUDGET_BYTES, encoded_size, ok
 from lambdas.common.responses import Envelope
 from lambdas.common.runtime import service
-from lambdas.faces.cloudflare.common import CF_Q, ack_warnings, metrics_of, queue_name, sdk_major
-from lambdas.faces.cloudflare.peek import Peeker
+from lambdas.faces.cloudflare.common import CF_Q, ack_warnings, metrics_of, queue_name, warnings_as_list
 from lambdas.faces.cloudflare.pullconsumers import PullConsumers
 from lambdas.faces.cloudflare.responses import CfAcked, CfPeeked, CfPulled, CfPurgedRefs
 from lambdas.faces.cloudflare.schemas import CfAck, CfPeek, CfPull, CfPurgeRefs, seconds
 from sluice.codec import body_to_cloudflare
 from sluice.engine.consume import RetryRequest
+from sluice.engine.peek import Peeker
 from sluice.models import DEFAULT_GROUP, Delivery
 
 router = APIGatewayHttpRouter()
@@ -84,12 +84,12 @@ def ack(
         [a.lease_id for a in body.acks],
         [RetryRequest(r.lease_id, seconds(r.delay_seconds)) for r in body.retries],
     )
-    major = sdk_major(router.current_event.headers)
+    as_list = warnings_as_list(router.current_event.headers)
     return ok(
         {
             "ackCount": result.ack_count,
             "retryCount": result.retry_count,
-            "warnings": ack_warnings(name, result.warnings, leases, major),
+            "warnings": ack_warnings(name, result.warnings, leases, as_list),
         }
     )
 
@@ -129,7 +129,7 @@ def purge_refs(
     name = queue_name(queue_id)
     refs = [r.ref for r in body.refs]
     result = engine.consumer.ack(name, refs)
-    warnings = ack_warnings(name, result.warnings, refs, None)
+    warnings = ack_warnings(name, result.warnings, refs, as_list=False)
     queue = engine.directory.get(name)
     for ref in list(warnings):
         lease = engine.consumer.signer.verify(queue.lease_key, ref)

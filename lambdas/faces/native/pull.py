@@ -1,4 +1,4 @@
-"""Pull consumers on the native face: pull, ack/retry and lease extension."""
+"""Pull consumers on the native face: pull, ack/retry, lease extension and peek."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from lambdas.common.http import RESPONSE_BUDGET_BYTES, encoded_size, ok
 from lambdas.common.responses import Envelope
 from lambdas.common.runtime import service
-from lambdas.faces.native.responses import Acked, Extended, Pulled
-from lambdas.faces.native.schemas import Ack, ExtendLeases, Pull
-from sluice.codec import delivery_to_native
+from lambdas.faces.native.responses import Acked, Extended, Peeked, Pulled
+from lambdas.faces.native.schemas import Ack, ExtendLeases, Peek, Pull
+from sluice.codec import body_to_native, delivery_to_native
 from sluice.engine.consume import RetryRequest
+from sluice.engine.peek import Peeker
 from sluice.models import AckResult, Delivery
 
 router = APIGatewayHttpRouter()
@@ -68,3 +69,29 @@ def ack(queue_name: str, body: Annotated[Ack, Body()]) -> Response[Envelope[Acke
 def extend(queue_name: str, body: Annotated[ExtendLeases, Body()]) -> Response[Envelope[Extended]]:
     result = service().consumer.extend(queue_name, body.lease_ids, body.visibility_timeout_ms)
     return ok({"extendedCount": result.ack_count, "warnings": result.warnings})
+
+
+@router.post("/v1/queues/<queue_name>/messages/peek")
+def peek(queue_name: str, body: Annotated[Peek | None, Body()] = None) -> Response[Envelope[Peeked]]:
+    """A group's unacked messages without leasing them or counting a delivery (docs/api.md "Peek")."""
+    request = body or Peek()
+    engine = service()
+    peeked = Peeker(engine.operations, engine.consumer).peek(
+        queue_name, request.batch_size, request.consumer_group
+    )
+    messages: list[dict[str, Any]] = []
+    size = 0
+    for m in peeked:
+        shown = {
+            "id": m.id,
+            "body": body_to_native(m.body, m.content_type),
+            "content_type": m.content_type,
+            "timestamp_ms": m.timestamp_ms,
+            "attempts": m.attempts,
+            "attributes": m.attributes,
+        }
+        size += encoded_size(shown)
+        if messages and size > RESPONSE_BUDGET_BYTES:
+            break  # a peek leases nothing: what is left out is there for the next peek
+        messages.append(shown)
+    return ok({"messages": messages})

@@ -31,6 +31,13 @@ class TokenCreated(Wire):
     token: str = Field(description="shown once")
     queue: str
     scopes: list[str]
+    expires_on: int | None = Field(None, description="epoch milliseconds; absent: never")
+
+
+class AccessKeyIssued(Wire):
+    token_id: str
+    access_key_id: str
+    secret_access_key: str = Field(description="shown once; SigV4 on the SQS face as this token")
 
 
 class TokenView(Wire):
@@ -38,6 +45,7 @@ class TokenView(Wire):
     queue: str
     scopes: list[str]
     created_on: int = Field(description="epoch milliseconds")
+    expires_on: int | None = Field(None, description="epoch milliseconds; absent: never")
 
 
 class Sent(Wire):
@@ -54,6 +62,19 @@ class NativeMessage(Wire):
     partition_key: str | None
     attributes: dict[str, str]
     lease_id: str
+
+
+class PeekedMessage(Wire):
+    id: str
+    body: Any = Field(description="JSON value (json), string (text) or base64 (bytes)")
+    content_type: str
+    timestamp_ms: int
+    attempts: int = Field(description="deliveries so far (a peek is not one)")
+    attributes: dict[str, str]
+
+
+class Peeked(Wire):
+    messages: list[PeekedMessage]
 
 
 class Acked(Wire):
@@ -109,6 +130,7 @@ class ShardRange(Wire):
     flushed_seq: int
     next_seq: int
     region: str | None = Field(None, description="where the shard is (multi-region deployments only)")
+    unreachable: bool | None = Field(None, description="its region cannot be reached now: offsets unknown")
 
 
 class Shards(Wire):

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
 
 from lambdas.common.schemas import Strict
+from sluice.engine.auth import MAX_TOKEN_LIFETIME_SECONDS
 from sluice.models import (
     DEFAULT_GROUP,
     MAX_ATTRIBUTE_KEY_CHARS,
@@ -92,6 +93,11 @@ class Pull(Strict):
         return self.visibility_timeout_ms or self.visibility_timeout
 
 
+class Peek(Strict):
+    batch_size: int = Field(5, ge=1, le=MAX_PULL_BATCH)
+    consumer_group: GroupName = DEFAULT_GROUP
+
+
 class RetryRef(LeaseRef):
     delay_seconds: DelaySeconds | None = None
 
@@ -111,6 +117,9 @@ class ExtendLeases(Strict):
 class CreateToken(Strict):
     queue: TokenBinding = Field(description="a queue or stream name, or '*' for every queue")
     scopes: list[Literal["read", "write", "admin"]] = Field(min_length=1, max_length=3)
+    expires_in_seconds: int | None = Field(
+        None, ge=1, le=MAX_TOKEN_LIFETIME_SECONDS, description="refused from then on (401); absent: never"
+    )
 
 
 class CreateConsumer(Strict):

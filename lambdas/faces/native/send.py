@@ -16,7 +16,7 @@ from lambdas.faces.native.responses import Sent
 from lambdas.faces.native.schemas import SendBatch, SendMessage
 from sluice import errors
 from sluice.codec import body_from_request
-from sluice.models import MAX_VERSION, OutgoingMessage
+from sluice.models import MAX_SEND_BYTES, MAX_VERSION, OutgoingMessage
 
 router = APIGatewayHttpRouter()
 
@@ -50,7 +50,10 @@ def send(
 ) -> Response[Envelope[Sent]]:
     def publish() -> dict:
         result = service().publisher.publish(
-            queue_name, to_outgoing(body.messages, body.delay_seconds), version=version
+            queue_name,
+            to_outgoing(body.messages, body.delay_seconds),
+            version=version,
+            max_bytes=MAX_SEND_BYTES,
         )
         return {"message_ids": result.message_ids, "offsets": result.offsets}
 

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
+__all__ = ["CoordinatorConfig", "Invoker"]
+
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
 
 from sluice import constants as c
 from sluice.engine import keys
+from sluice.engine.invoker import Invoker
 from sluice.engine.scaling import ScalingPolicy
 from sluice.engine.workplan import ShardWorkPolicy
 from sluice.settings import CoordinatorSettings
-
-
-class Invoker(Protocol):
-    """Starts another function without waiting (Lambda InvocationType=Event; the local runtime's pools)."""
-
-    def invoke_async(self, function: str, event: dict[str, Any]) -> None: ...
 
 
 @dataclass

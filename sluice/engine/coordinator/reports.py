@@ -8,6 +8,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+# A queue whose demand is at least this share of its open shards' write ceiling keeps the coordinator
+# passing every tick (half the policy's 0.7 target: room to see growth coming before it throttles).
+BUSY_UTILIZATION = 0.35
+
 
 @dataclass(frozen=True)
 class Figures:
@@ -68,6 +72,20 @@ class QueueReport:
     shard_work: list[dict[str, Any]] = field(default_factory=list)  # ShardWorkEvent payloads sent
     reason: str = ""
     all_regions: Figures | None = None  # the home region's coordinator in a multi-region deployment
+    utilization: float = 0.0  # demand over the open shards' write ceiling, this pass
+
+    @property
+    def busy(self) -> bool:
+        """Worth another pass within seconds: load near what the open shards take, throttles, a map
+        change in progress, push workers to keep up. Otherwise the minute rule's pass is soon enough."""
+        return bool(
+            self.utilization >= BUSY_UTILIZATION
+            or self.throttles_per_s
+            or self.unreadable
+            or self.added
+            or self.sealed
+            or self.push_workers_started
+        )
 
     @property
     def total_backlog(self) -> int:
@@ -86,4 +104,13 @@ class RunReport:
     queues: list[QueueReport] = field(default_factory=list)
     region: str | None = None
     failed: list[str] = field(default_factory=list)  # queues whose pass raised (logged; the rest ran)
+
+    @property
+    def busy(self) -> bool:
+        return any(q.busy for q in self.queues)
+
+    @property
+    def throttled(self) -> bool:
+        return any(q.throttles_per_s or q.unreadable for q in self.queues)
+
     pruned: list[str] = field(default_factory=list)  # deleted queues whose lingering mirror was removed

@@ -24,7 +24,7 @@ import logging
 import uuid
 
 from sluice import errors
-from sluice.engine import keys
+from sluice.engine import keys, wake
 from sluice.engine.backend import Backend
 from sluice.engine.coordinator import observe
 from sluice.engine.coordinator.config import CoordinatorConfig, Invoker
@@ -41,8 +41,11 @@ from sluice.models import Queue, Shard
 log = logging.getLogger(__name__)
 
 RETIRED_KEPT = 16  # retired shards kept in the map for lineage; older ones are dropped
-MIRROR_CHECK_EVERY_MS = 60_000  # the SSM mirror is checked against the control item this often
+# The SSM mirror is checked against the control item this often (and whenever the pass finds its HEADs
+# naming an older map than the item's): a read per queue on the quota containers share.
+MIRROR_CHECK_EVERY_MS = 600_000
 FIGURES_FRESH_MS = 300_000  # another region's last pass counts in the all-regions figures this long
+FAST_PERIOD_S = 1.0  # between passes while shards throttle: rates over a second, new shards at once
 
 
 class Coordinator:
@@ -80,21 +83,29 @@ class Coordinator:
     # -- entry points --
 
     def run(self, loop_seconds: float = 0.0, period_s: float | None = None) -> list[RunReport]:
-        """Passes every `period_s` (this run only; default: the config's tick) for `loop_seconds` (one
-        pass when 0); the ownership is released at the end."""
+        """Passes for up to `loop_seconds`, every `period_s` (this run only; default: the config's
+        tick) while some queue is busy (`QueueReport.busy`), every `FAST_PERIOD_S` after a pass that
+        saw throttles. A pass that finds nothing busy ends the run: at rest one short pass per
+        scheduled run, and a throttled broker wakes the coordinator sooner (sluice/engine/wake.py).
+        The ownership is released at the end."""
         period = self.config.period_s if period_s is None else period_s
         clock = self.backend.clock
-        reports = []
+        reports: list[RunReport] = []
         deadline = clock.monotonic() + loop_seconds
         try:
             while True:
                 started = clock.monotonic()
-                reports.append(self.run_once())
+                report = self.run_once()
+                reports.append(report)
                 left = deadline - clock.monotonic()
-                if left <= 0:
+                if left <= 0 or not report.acted or not report.busy:
                     break
-                clock.sleep(min(left, max(0.0, period - (clock.monotonic() - started))))
+                wake.touch(self.backend, self.region, clock())  # running: no one wakes it
+                pause = min(period, FAST_PERIOD_S) if report.throttled else period
+                clock.sleep(min(left, max(0.0, pause - (clock.monotonic() - started))))
         finally:
+            if reports and reports[-1].acted:
+                wake.touch(self.backend, self.region, 0)  # stopped: the next throttle wakes it at once
             self.ownership.release()
         return reports
 
@@ -150,7 +161,7 @@ class Coordinator:
         if self._pruned_at is None:
             item = self.backend.control.get(*key) or {}
             self._pruned_at = int(item.get(keys.PRUNED_AT, 0))
-        if now - self._pruned_at < self.config.prune_every_ms:
+        if 0 <= now - self._pruned_at < self.config.prune_every_ms:
             return []
         self._pruned_at = now
         try:
@@ -200,13 +211,19 @@ class Coordinator:
         decision = decide(obs, self.config.policy) if dt > 0 else _first_pass(obs)
         report = QueueReport(queue=queue.name, region=self.region, reason=decision.reason)
         report.writes_per_s = sum(s.messages_per_s for s in shard_obs)
+        open_now = sum(1 for s in shard_obs if s.state == "open")
+        report.utilization = decision.demand_wcu_per_s / (
+            max(1, open_now) * self.config.policy.shard_wcu_ceiling
+        )
         report.throttles_per_s = sum(s.throttles_per_s for s in shard_obs)
         report.unreadable = [s.id for s in unread]
         report.backlog = observe.backlog(queue, reads)
         report.oldest_message_age_s = observe.oldest_age_s(self.backend, queue, reads, now)
 
         if decision.changes_map:
-            queue = self._apply(queue, decision, token, report)
+            queue = self._apply(queue, decision, token, report)  # stamps this region's HEADs too
+        elif self._stamp_lagging(queue, reads):
+            mirror_checked_at = now
         self._seal_heads(queue, reads, unread)
         cadence = dict(saved.cadence)
         work = self.dispatch.plan_shard_work(queue, reads, cadence, now)  # marks its cadence
@@ -270,6 +287,22 @@ class Coordinator:
         report.sealed = [sid for sid, st in after.items() if st == "sealed" and before.get(sid) == "open"]
         report.retired = [sid for sid, st in after.items() if st == "retired" and before.get(sid) == "sealed"]
         return updated
+
+    def _stamp_lagging(self, queue: Queue, reads: list[ShardRead]) -> bool:
+        """Stamp the HEADs of this region that do not name the current map: a change made in another
+        region (which stamps its own only), a stamp that was throttled, a HEAD made after the stamp.
+        When no HEAD here names this version yet, the change was made elsewhere and this region's
+        mirror may lag too: it is checked first (True: it was)."""
+        version = queue.version
+        heads = [r for r in reads if r.head.exists]
+        if all(r.head.map_version >= version for r in heads):
+            return False
+        checked = False
+        if max(r.head.map_version for r in heads) < version:
+            self.queues.repair_mirror(queue)
+            checked = True
+        self.queues.stamp_heads(queue, [self.region], {r.shard.id: r.head for r in heads})
+        return checked
 
     def _seal_heads(self, queue: Queue, reads: list[ShardRead], unread: list[Shard]) -> None:
         """Every shard the map says is sealed gets `sealed` on its HEAD (idempotent: also repairs a pass

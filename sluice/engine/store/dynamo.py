@@ -10,15 +10,17 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
-from sluice import codec
+from sluice import codec, errors
 from sluice.adapters.dynamo import ConditionFailed, Table, batch_delete, batch_get_across, batch_get_available
 from sluice.codec import StoredMessage
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.groupstate import GroupState
 from sluice.engine.lanes import Cursor, GroupLanes, LaneState
+from sluice.engine.payloads import ItemMessages
 from sluice.engine.store.items import (
     Allocation,
     AllocationRefused,
@@ -44,8 +46,8 @@ Item = dict[str, Any]
 
 
 def head_of(item: Item | None) -> Head:
+    exists = bool(item)
     item = item or {}
-    mv, mo = item.get(keys.HEAD_MAP_VERSION), item.get(keys.HEAD_MAP_ROUTE)
     return Head(
         next=int(item.get(keys.HEAD_NEXT, 0)),
         ts=int(item.get(keys.HEAD_TS, 0)),
@@ -54,19 +56,21 @@ def head_of(item: Item | None) -> Head:
         flushed=int(item.get(keys.HEAD_FLUSHED, 0)),
         ttl_set=int(item.get(keys.HEAD_TTL_SET, 0)),
         producer_version=int(item.get(keys.HEAD_PRODUCER_VERSION, 0)),
-        map_version=None if mv is None else int(mv),
-        map_route=None if mo is None else str(mo),
+        map_version=int(item.get(keys.HEAD_MAP_VERSION, 0)),
+        map_route=str(item.get(keys.HEAD_MAP_ROUTE, "")),
         counters=tuple(int(item.get(attr, 0)) for attr in keys.HEAD_COUNTERS),
+        exists=exists,
     )
 
 
 def batch_item_of(item: Item) -> BatchItem:
     data = item.get(keys.ITEM_DATA)
     payload: InlinePayload | ObjectPayload | None = None
-    if data is not None:
+    if keys.ITEM_PAYLOAD in item:
+        base = int(item.get(keys.ITEM_PAYLOAD_BASE, 0))
+        payload = ObjectPayload(str(item[keys.ITEM_PAYLOAD]), bytes(data or b""), base)
+    elif data is not None:
         payload = InlinePayload(bytes(data))
-    elif keys.ITEM_OBJECT in item:
-        payload = ObjectPayload(str(item[keys.ITEM_OBJECT]), tuple(int(o) for o in item[keys.ITEM_OFFSETS]))
     exp = item.get(keys.TTL)
     return BatchItem(
         first=keys.seq_of(item[keys.SK]),
@@ -145,6 +149,7 @@ class DynamoShardStore:
         *,
         producer_version: int | None = None,
         guard: HeadGuard | None = None,
+        fail_fast: bool = False,
     ) -> Allocation:
         expression = "SET #n = if_not_exists(#n, :zero) + :count, #ts = :now"
         condition = "attribute_not_exists(#sealed) AND (attribute_not_exists(#ts) OR #ts <= :now)"
@@ -166,22 +171,44 @@ class DynamoShardStore:
                 names[f"#g{index}"], values[f":g{index}"] = attr, value
                 expression += f", #g{index} = :g{index}"
         expression += _counter_clause(counts, names, values)
+        call = partial(
+            self._table(at).update,
+            at.pk,
+            keys.HEAD_SK,
+            expression,
+            condition=condition,
+            names=names,
+            values=values,
+            returns="ALL_NEW",  # the whole HEAD: the map version stamped on it comes back too
+        )
         try:
-            new = self._table(at).update(
-                at.pk,
-                keys.HEAD_SK,
-                expression,
-                condition=condition,
-                names=names,
-                values=values,
-                returns="ALL_NEW",  # the whole HEAD: the map version stamped on it comes back too
-            )
+            try:
+                new = call(fail_fast=fail_fast)
+            except errors.DependencyUnavailable:
+                if not fail_fast:
+                    raise
+                new = call()  # fail-fast skips throttle retries only: an outage (5xx) is retried
         except ConditionFailed as exc:
             old = exc.item or {}
             guard_value = old.get(guard.field) if guard is not None else None
             raise AllocationRefused(head_of(old), None if guard_value is None else int(guard_value)) from exc
         head = head_of(new)
         return Allocation(head.next - count, now_ms, head.map_version, head.map_route)
+
+    def stamp_map(self, at: ShardAddress, version: int, route: str) -> bool:
+        try:
+            self._table(at).update(
+                at.pk,
+                keys.HEAD_SK,
+                "SET #mv = :v, #mo = :r",
+                condition="attribute_not_exists(#mv) OR #mv < :v",
+                names={"#mv": keys.HEAD_MAP_VERSION, "#mo": keys.HEAD_MAP_ROUTE},
+                values={":v": version, ":r": route},
+                fail_fast=True,  # a hot HEAD: the next pass stamps it (meanwhile the route item tells)
+            )
+        except ConditionFailed:
+            return False
+        return True
 
     def set_floor(self, at: ShardAddress) -> None:
         self._table(at).update(
@@ -196,7 +223,7 @@ class DynamoShardStore:
         self._table(at).update(
             at.pk,
             keys.HEAD_SK,
-            "SET #s = :t, #sm = :now",
+            "SET #s = :t, #sm = if_not_exists(#sm, :now)",
             names={"#s": keys.HEAD_SEALED, "#sm": keys.HEAD_SEALED_MS},
             values={":t": True, ":now": now_ms},
         )
@@ -235,6 +262,9 @@ class DynamoShardStore:
         timestamp_ms: int,
         messages: Sequence[StoredMessage],
         expires_s: int | None,
+        *,
+        object_key: str | None = None,
+        object_base: int = 0,
     ) -> None:
         item: Item = {
             keys.PK: at.pk,
@@ -243,6 +273,10 @@ class DynamoShardStore:
             keys.ITEM_TS: timestamp_ms,
             keys.ITEM_DATA: self._encode(messages),
         }
+        if object_key is not None:
+            item[keys.ITEM_PAYLOAD] = object_key
+            if object_base:
+                item[keys.ITEM_PAYLOAD_BASE] = object_base
         if expires_s is not None:
             item[keys.TTL] = expires_s
         try:
@@ -328,11 +362,13 @@ class DynamoShardStore:
     def delete_items(self, at: ShardAddress, firsts: Sequence[int]) -> None:
         batch_delete(self._table(at), [(at.pk, keys.msg_sk(f)) for f in firsts])
 
-    def messages(self, at: ShardAddress, item: BatchItem) -> list[StoredMessage]:
+    def messages(self, at: ShardAddress, item: BatchItem) -> Sequence[StoredMessage]:
         if item.gap or item.payload is None:
             return []
-        if isinstance(item.payload, ObjectPayload):
-            raise NotImplementedError("batch items with an S3 payload are the payload tier's (issue 24)")
+        if isinstance(item.payload, ObjectPayload):  # not cached: its bodies are up to 4 MiB
+            payload = item.payload
+            bucket = self.backend.bucket_for(at.shard)
+            return ItemMessages(bucket.get_range, payload.key, payload.base, self._decode(payload.index))
         cache_key = (at.pk, item.first)
         with self._lock:
             hit = self._decoded.get(cache_key)
@@ -345,6 +381,11 @@ class DynamoShardStore:
             while len(self._decoded) > _DECODED_ITEMS:
                 self._decoded.popitem(last=False)
         return decoded
+
+    def body_sizes(self, at: ShardAddress, item: BatchItem) -> list[int]:
+        if isinstance(item.payload, ObjectPayload):
+            return [m.body_size for m in self._decode(item.payload.index)]
+        return [m.body_size for m in self.messages(at, item)]
 
     def body(self, at: ShardAddress, message: StoredMessage) -> bytes:
         if not message.overflow_key:

@@ -38,8 +38,9 @@ class ShardAddress:
 
 @dataclass(frozen=True)
 class Head:
-    """A shard's HEAD item (an absent HEAD reads as a fresh shard). `map_version` and `map_route` are
-    the shard map the control plane stamped (`mv`, `mo`: issue 23), None before any stamp."""
+    """A shard's HEAD item (an absent HEAD reads as a fresh shard, `exists` False). `map_version` and
+    `map_route` are the shard map the control plane stamped (`mv`, `mo`: sluice/engine/maproute.py),
+    0 and "" before any stamp."""
 
     next: int = 0
     ts: int = 0
@@ -48,9 +49,10 @@ class Head:
     flushed: int = 0
     ttl_set: int = 0
     producer_version: int = 0
-    map_version: int | None = None
-    map_route: str | None = None
+    map_version: int = 0
+    map_route: str = ""
     counters: tuple[int, ...] = (0,) * len(keys.HEAD_COUNTERS)  # running totals, in HEAD_COUNTERS order
+    exists: bool = False  # the item is there (a shard nobody has written to has none)
 
 
 @dataclass(frozen=True)
@@ -62,12 +64,14 @@ class InlinePayload:
 
 @dataclass(frozen=True)
 class ObjectPayload:
-    """The batch's messages in an S3 object of the shard's region: `offsets[i]` is where message i
-    starts in it (one more entry marks the end). The payload tier (issue 24) writes and reads these;
-    the store is the one place that resolves a payload into messages."""
+    """The batch's bodies in an S3 object of the shard's region (the payload tier, sluice.engine.payloads):
+    `index` is the codec blob of the messages' headers with empty bodies and each body's length, the
+    bodies lie back to back in the object from `base` on. The store is the one place that resolves a
+    payload into messages."""
 
     key: str
-    offsets: tuple[int, ...]
+    index: bytes
+    base: int = 0
 
 
 Payload = InlinePayload | ObjectPayload
@@ -120,8 +124,8 @@ class HeadGuard:
 class Allocation:
     first_seq: int
     timestamp_ms: int
-    map_version: int | None = None  # the HEAD's `mv` after the allocation (see Head.map_version)
-    map_route: str | None = None  # and its `mo`
+    map_version: int = 0  # the HEAD's `mv` after the allocation (see Head.map_version)
+    map_route: str = ""  # and its `mo`
 
 
 @dataclass

@@ -13,6 +13,7 @@ from sluice import codec
 from sluice.codec import StoredMessage
 from sluice.engine.groupstate import GroupState
 from sluice.engine.lanes import Cursor, GroupLanes, LaneState
+from sluice.engine.payloads import ItemMessages
 from sluice.engine.store.dynamo import TOMBSTONE_TTL_SECONDS
 from sluice.engine.store.items import (
     Allocation,
@@ -24,6 +25,7 @@ from sluice.engine.store.items import (
     HeadGuard,
     InlinePayload,
     LaneRead,
+    ObjectPayload,
     ShardAddress,
     ShardView,
     SlotTaken,
@@ -39,6 +41,7 @@ class _Partition:
     items: dict[int, BatchItem] = field(default_factory=dict)
     lanes: dict[tuple[str, int], _LaneItem] = field(default_factory=dict)  # (group, lane) -> its item
     overflow: dict[str, bytes] = field(default_factory=dict)
+    objects: dict[str, bytes] = field(default_factory=dict)  # payload-tier objects
 
 
 class MemoryShardStore:
@@ -55,6 +58,10 @@ class MemoryShardStore:
         """A body stored beside the item (what the publisher does for bodies over an item's size)."""
         self._part(at).overflow[key] = body
 
+    def put_object(self, key: str, data: bytes, at: ShardAddress) -> None:
+        """A payload-tier object (what the publisher puts in S3 before the items that index it)."""
+        self._part(at).objects[key] = data
+
     # --- HEAD ---------------------------------------------------------------------------------------------
 
     def head(self, at: ShardAddress) -> Head:
@@ -70,6 +77,7 @@ class MemoryShardStore:
         *,
         producer_version: int | None = None,
         guard: HeadGuard | None = None,
+        fail_fast: bool = False,
     ) -> Allocation:
         with self._lock:
             part = self._part(at)
@@ -86,6 +94,7 @@ class MemoryShardStore:
             added = (counts.requests, counts.messages, counts.bytes, counts.throttles, counts.conflicts)
             part.head = replace(
                 head,
+                exists=True,
                 next=head.next + count,
                 ts=now_ms,
                 producer_version=head.producer_version if producer_version is None else producer_version,
@@ -96,22 +105,25 @@ class MemoryShardStore:
             self.writes += 1
             return Allocation(part.head.next - count, now_ms, part.head.map_version, part.head.map_route)
 
-    def stamp_map_version(self, at: ShardAddress, version: int) -> None:
-        """What the coordinator does on AWS (tests)."""
+    def stamp_map(self, at: ShardAddress, version: int, route: str) -> bool:
         with self._lock:
             part = self._part(at)
-            part.head = replace(part.head or Head(), map_version=version)
+            head = part.head or Head()
+            if head.map_version and head.map_version >= version:  # 0: never stamped
+                return False
+            part.head = replace(head, exists=True, map_version=version, map_route=route)
+            return True
 
     def set_floor(self, at: ShardAddress) -> None:
         with self._lock:
             part = self._part(at)
             head = part.head or Head()
-            part.head = replace(head, floor=head.next)
+            part.head = replace(head, exists=True, floor=head.next)
 
     def seal(self, at: ShardAddress, now_ms: int) -> None:
         with self._lock:
             part = self._part(at)
-            part.head = replace(part.head or Head(), sealed=True)
+            part.head = replace(part.head or Head(), exists=True, sealed=True)
 
     def mark_flushed(self, at: ShardAddress, old: int, new: int) -> bool:
         with self._lock:
@@ -119,7 +131,7 @@ class MemoryShardStore:
             head = part.head or Head()
             if head.flushed not in (0, old):
                 return False
-            part.head = replace(head, flushed=new)
+            part.head = replace(head, exists=True, flushed=new)
             return True
 
     def mark_ttl_set(self, at: ShardAddress, end: int) -> None:
@@ -127,7 +139,7 @@ class MemoryShardStore:
             part = self._part(at)
             head = part.head or Head()
             if head.ttl_set < end:
-                part.head = replace(head, ttl_set=end)
+                part.head = replace(head, exists=True, ttl_set=end)
 
     # --- batch items --------------------------------------------------------------------------------------
 
@@ -145,10 +157,13 @@ class MemoryShardStore:
         timestamp_ms: int,
         messages: Sequence[StoredMessage],
         expires_s: int | None,
+        *,
+        object_key: str | None = None,
+        object_base: int = 0,
     ) -> None:
-        item = BatchItem(
-            first, len(messages), timestamp_ms, False, InlinePayload(codec.encode_batch(messages)), expires_s
-        )
+        blob = codec.encode_batch(messages)
+        payload = InlinePayload(blob) if object_key is None else ObjectPayload(object_key, blob, object_base)
+        item = BatchItem(first, len(messages), timestamp_ms, False, payload, expires_s)
         with self._lock:
             if not self._insert(self._part(at), item):
                 raise SlotTaken
@@ -210,10 +225,23 @@ class MemoryShardStore:
                 if part.items.pop(first, None) is not None:
                     part.firsts.remove(first)
 
-    def messages(self, at: ShardAddress, item: BatchItem) -> list[StoredMessage]:
-        if item.gap or not isinstance(item.payload, InlinePayload):
+    def messages(self, at: ShardAddress, item: BatchItem) -> Sequence[StoredMessage]:
+        if item.gap or item.payload is None:
             return []
+        if isinstance(item.payload, ObjectPayload):
+            objects = self._part(at).objects
+
+            def read(key: str, lo: int, hi: int) -> bytes | None:
+                return objects[key][lo:hi] if key in objects else None
+
+            payload = item.payload
+            return ItemMessages(read, payload.key, payload.base, codec.decode_batch(payload.index))
         return list(codec.decode_batch(item.payload.data))
+
+    def body_sizes(self, at: ShardAddress, item: BatchItem) -> list[int]:
+        if isinstance(item.payload, ObjectPayload):
+            return [m.body_size for m in codec.decode_batch(item.payload.index)]
+        return [m.body_size for m in self.messages(at, item)]
 
     def body(self, at: ShardAddress, message: StoredMessage) -> bytes:
         if not message.overflow_key:

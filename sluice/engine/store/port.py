@@ -41,9 +41,18 @@ class ShardStore(Protocol):
         *,
         producer_version: int | None = None,
         guard: HeadGuard | None = None,
+        fail_fast: bool = False,
     ) -> Allocation:
         """Take `count` sequences: one conditional write (not sealed, `ts <= now`, producer version not
-        older, guard field unchanged). Raises `AllocationRefused` with the HEAD it found."""
+        older, guard field unchanged) that returns the whole HEAD (its map stamp too). Raises
+        `AllocationRefused` with the HEAD it found. `fail_fast`: a throttle is not retried (the caller
+        has another shard to go to); an outage still is."""
+        ...
+
+    def stamp_map(self, at: ShardAddress, version: int, route: str) -> bool:
+        """Stamp the HEAD with the shard map's `version` and this region's `route` unless it names that
+        version or a newer one already (False then); a HEAD nobody wrote yet is made. Not retried on a
+        throttle (raises `Throttled`: the next coordinator pass stamps it)."""
         ...
 
     def set_floor(self, at: ShardAddress) -> None:
@@ -51,7 +60,7 @@ class ShardStore(Protocol):
         ...
 
     def seal(self, at: ShardAddress, now_ms: int) -> None:
-        """No more allocations on this shard (idempotent)."""
+        """No more allocations on this shard (idempotent: the first seal's time is kept)."""
         ...
 
     def mark_flushed(self, at: ShardAddress, old: int, new: int) -> bool:
@@ -71,8 +80,13 @@ class ShardStore(Protocol):
         timestamp_ms: int,
         messages: Sequence[StoredMessage],
         expires_s: int | None,
+        *,
+        object_key: str | None = None,
+        object_base: int = 0,
     ) -> None:
-        """Store one batch item keyed by `first`; raises `SlotTaken` when a gap tombstone got there first."""
+        """Store one batch item keyed by `first`; raises `SlotTaken` when a gap tombstone got there first.
+        With `object_key`, the item indexes a payload-tier object (its bodies, from `object_base` on)
+        that the caller already wrote: `messages` carry empty bodies and their lengths."""
         ...
 
     def seal_gap(self, at: ShardAddress, start: int, end: int, now_ms: int) -> bool:
@@ -106,8 +120,13 @@ class ShardStore(Protocol):
 
     def delete_items(self, at: ShardAddress, firsts: Sequence[int]) -> None: ...
 
-    def messages(self, at: ShardAddress, item: BatchItem) -> list[StoredMessage]:
-        """The item's messages, whatever holds its payload (the one place that resolves one)."""
+    def messages(self, at: ShardAddress, item: BatchItem) -> Sequence[StoredMessage]:
+        """The item's messages, whatever holds its payload (the one place that resolves one). A
+        payload-tier item's bodies come from S3 when first read (sluice.engine.payloads.ItemMessages)."""
+        ...
+
+    def body_sizes(self, at: ShardAddress, item: BatchItem) -> list[int]:
+        """Each message's body length, without fetching any body from S3."""
         ...
 
     def body(self, at: ShardAddress, message: StoredMessage) -> bytes:

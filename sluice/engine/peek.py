@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sluice import errors
 from sluice.engine.consume import Consumer
 from sluice.engine.groupstate import Pending
 from sluice.engine.operations import Operations
@@ -41,6 +42,8 @@ class Peeker:
 
     def peek(self, queue_name: str, batch_size: int, group: str = DEFAULT_GROUP) -> list[Peeked]:
         queue = self.operations.registry.get(queue_name)
+        if group not in queue.groups:
+            raise errors.ConsumerGroupNotFound(f"consumer group {group!r} not found on queue {queue_name!r}")
         out: list[Peeked] = []
         for read in self.operations.shard_states.read(queue, queue.readable_shards, [group]):
             if len(out) >= batch_size:
