@@ -336,14 +336,15 @@ class Consumer:
             self.planner.let_go(view)
 
     def _widen(self, pull: _Pull, view: LaneView) -> None:
-        """A lost race: more lanes for this group on this shard (doubling, up to what the unclaimed
-        backlog can feed, `lanes.wider`), unless the queue is ordered (a key's order needs one lane)."""
+        """A lost race: more lanes for this group on this shard (as many as the unclaimed backlog can
+        feed, `lanes.wider`), unless the queue is ordered (a key's order needs one lane)."""
         cursor, head = view.cursor, view.head
         if pull.queue.settings.ordered or head is None or not view.cursor_known:
             return
         if cursor is None:
-            if view.lane == 0 and wider(1, head.next - view.state.read, pull.want) > 1:
-                self.store.split(view.address, view.group, 2)
+            lanes = wider(1, head.next - view.state.read, pull.want)
+            if view.lane == 0 and lanes > 1:
+                self.store.split(view.address, view.group, lanes)
             return
         lanes = wider(cursor.lanes, head.next - cursor.next, pull.want)
         if lanes > cursor.lanes:

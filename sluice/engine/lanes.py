@@ -223,10 +223,11 @@ def claim_size(unclaimed: int, lanes: int, want: int) -> int:
 
 
 def wider(lanes: int, unclaimed: int, want: int) -> int:
-    """The lane count after a lost race: doubled, up to MAX_LANES and to what the unclaimed backlog can
-    feed (LANE_BATCHES batches a lane); the same count when it cannot grow."""
+    """The lane count after a lost race: as many as the unclaimed backlog can feed (LANE_BATCHES batches a
+    lane), up to MAX_LANES, at once (doubling took a lost race per step while pullers kept colliding);
+    the same count when it cannot grow."""
     fed = unclaimed // max(1, LANE_BATCHES * want)
-    return max(lanes, min(MAX_LANES, 2 * lanes, fed))
+    return max(lanes, min(MAX_LANES, fed))
 
 
 def ack_records(seqs: Iterable[int]) -> frozenset[str]:
