@@ -43,7 +43,6 @@ LONG_POLL_MAX_INTERVAL = 0.25  # seconds between the polls of a long-poll pull: 
 # Every poll reads every shard (an exact answer): past this many shards the interval grows with them, so
 # an idle long-poll reads at most ~4 x 32 shards a second (docs/performance.md "Consume").
 LONG_POLL_SHARDS = 32
-PROBES_PER_PULL = 4  # lanes a pull reads one by one looking for a free one
 
 
 @dataclass
@@ -165,7 +164,7 @@ class Consumer:
                 f"no region of queue {queue_name!r} can be reached; retry shortly"
             )
         exact = pull.exact and not skipped
-        self.planner.came_back(queue, group, empty=exact and not pull.out)
+        self.planner.came_back(queue, group, empty=not pull.out)
         if carried:
             self._ack_rest(queue, carried)
             # acks the survey counted as in flight (applied after it, or now)
@@ -247,11 +246,9 @@ class Consumer:
         return reads
 
     def _from_sample(self, pull: _Pull, shards: list[Shard], tried: set[tuple[int, int]]) -> bool:
-        """Under load, a pull leases from a sample of the shards (as many reads as before the exact
-        answers): True when that answers the pull (an estimate) — it leased something, or the sample has
-        work other pullers are on. False when the sample holds nothing available: the survey of every
-        shard follows. A container whose last pull of the group came back exactly empty (an idle queue)
-        goes straight to that survey."""
+        """Under load, a pull fills from a sample of the shards (as many reads as before the exact
+        answers): True when it did (its figures an estimate). A container whose last pull of the group
+        came back empty (an idle queue) goes straight to the survey of every shard."""
         queue, group = pull.queue, pull.group
         sample = self.planner.sample(queue, group, shards, pull.carried)
         if sample is None:
@@ -264,10 +261,8 @@ class Consumer:
             if not pull.full:
                 places = self.planner.places(reads, group, self.clock(), tried, busy=busy)
                 self._lease_from(pull, places, tried, busy=busy)
-        if not pull.out and not figures.available:
-            return False  # the sample is drained: the survey of every shard follows (the exact answer)
-        # Enough, or work the sample's pullers are on: an estimate (a survey of every lane of every shard
-        # by each of many pullers would cost far more reads than it finds messages).
+        if not pull.full:
+            return False  # the survey of every shard follows (the sample's lanes are not tried again)
         pull.exact = False
         pull.figures.add(figures.scaled(len(shards) / len(sample)))
         return True
@@ -296,24 +291,15 @@ class Consumer:
         *,
         busy: bool,
     ) -> None:
-        """Lease from `places` in order until the batch is full; a lane not read yet is read first (at
-        most PROBES_PER_PULL such reads a pull: with 32 lanes a shard, hunting lane by lane for a free one
-        cost more reads than the messages it found), and passed over when another puller committed it in
-        the last BUSY_MS (unless `busy`)."""
+        """Lease from `places` in order until the batch is full; a lane not read yet is read first, and
+        passed over when another puller committed it in the last BUSY_MS (unless `busy`)."""
         for place in places:
             if pull.full:
                 return
             if isinstance(place, LaneView):
                 view = place
-            elif (place[0].id, place[1]) in tried:
-                continue
-            elif (place[0].id, place[1]) in pull.probed:
-                view = pull.probed[(place[0].id, place[1])]
-                if not busy:
-                    continue
-            elif len(pull.probed) < PROBES_PER_PULL:
+            elif (place[0].id, place[1]) not in tried:
                 view = self.planner.lane(pull.queue, place[0], pull.group, place[1])
-                pull.probed[(place[0].id, place[1])] = view
                 if not busy and self.clock() - view.last_ms < BUSY_MS:
                     continue  # its puller is on it: look elsewhere first (a survey comes back to it)
             else:
@@ -564,7 +550,6 @@ class _Pull:
     figures: Figures = field(default_factory=Figures)
     exact: bool = True
     paused: bool = False  # a HEAD's stamp said the queue was paused meanwhile: lease nothing more
-    probed: dict[tuple[int, int], LaneView] = field(default_factory=dict)  # lanes read one by one
 
     @property
     def want(self) -> int:

@@ -83,8 +83,7 @@ class PullPlanner:
         write); None when every shard is read anyway: few shards, or this container's last pull of the
         group came back empty (an idle queue: the exact survey at once)."""
         empty: dict[tuple[str, str], bool] = self._local.__dict__.setdefault("empty", {})
-        # A container's first pull of the group surveys every shard too (once; then it knows).
-        if len(shards) <= SAMPLE_SHARDS or empty.get((queue.name, group), True):
+        if len(shards) <= SAMPLE_SHARDS or empty.get((queue.name, group), False):
             return None
         chosen = random.sample(list(shards), SAMPLE_SHARDS)
         if carried:
