@@ -178,6 +178,7 @@ def _pull_task(
         client = api.client()
         taken: list[tuple[tuple[Any, ...], str]] = []
         backlog: int | None = None
+        drained = False  # the last pull proved the group drained (an exact answer: every shard read)
         first_pull_ms: int | None = None
         conflicts = 0
         deadline = time.monotonic() + round_seconds  # from the task's start: tasks may queue for a slot
@@ -201,6 +202,7 @@ def _pull_task(
                         raise
                     continue
                 backlog = result.backlog
+                drained = result.drained
                 if not result.messages:
                     break
                 if first_pull_ms is None:
@@ -222,7 +224,7 @@ def _pull_task(
                     taken.append((row, m.lease_id))
         finally:
             client.close()
-        yield ("meta", (index, len(taken), backlog, first_pull_ms, conflicts))
+        yield ("meta", (index, len(taken), backlog, first_pull_ms, conflicts, drained))
         yield from taken
 
     return task
@@ -352,8 +354,8 @@ def run(spark: Any, args: PullArgs, *, spark_startup_seconds: float = 0.0) -> Su
                 summary.backlog = max(backlogs)
             if not pairs:
                 pulled.unpersist()
-                if summary.backlog == 0:
-                    break  # drained
+                if any(m[5] for m in metas):
+                    break  # drained: an exact answer (every shard read), nothing available or in flight
                 idle_since = idle_since or time.monotonic()
                 if time.monotonic() - idle_since >= args.idle_timeout_seconds:
                     LOG.info("nothing to pull for %.0f s while %s in flight elsewhere; stopping",

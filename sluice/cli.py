@@ -280,8 +280,9 @@ def cmd_pull(args: argparse.Namespace) -> None:
 
 
 def cmd_drain(args: argparse.Namespace) -> None:
-    """Pull and ack until the group is empty (or --max messages), with a progress bar: for clearing a
-    queue while keeping what was in it (--output file, NDJSON), unlike purge."""
+    """Pull and ack until the group is drained (an exact answer: nothing available, nothing in flight;
+    or --max messages), with a progress bar: for clearing a queue while keeping what was in it
+    (--output file, NDJSON), unlike purge."""
     client = _client(args)
     out = open(args.output, "w", encoding="utf-8") if args.output else None  # noqa: SIM115
     drained = 0
@@ -289,9 +290,13 @@ def cmd_drain(args: argparse.Namespace) -> None:
         with _bar(args, _backlog(client, args.queue, args.group), "msg") as bar:
             while args.max is None or drained < args.max:
                 want = args.batch_size if args.max is None else min(args.batch_size, args.max - drained)
-                result = client.pull(args.queue, batch_size=want, consumer_group=args.group)
+                result = client.pull(
+                    args.queue, batch_size=want, wait_time_ms=1000, consumer_group=args.group
+                )
+                if result.drained:
+                    break  # an exact answer: nothing available, nothing in flight
                 if not result.messages:
-                    break
+                    continue
                 if out:
                     out.writelines(json.dumps(m.__dict__, sort_keys=True) + "\n" for m in result.messages)
                 client.ack(args.queue, [m.lease_id for m in result.messages])

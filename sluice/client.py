@@ -63,6 +63,24 @@ class PullResult:
     messages: list[Message]
     backlog: int
     ack: dict[str, Any] | None = None  # the outcome of the acks the pull carried, as `ack` answers
+    # The backlog is exact (the pull read every lane of every shard): an empty answer proves it. None: a
+    # server older than the exact figures (it stops on an empty answer with backlog 0, as it did then).
+    exact: bool | None = None
+    split: dict[str, int] | None = None  # exact only: {"available", "in_flight", "delayed"}
+
+    @property
+    def drained(self) -> bool:
+        """Nothing to deliver now and nothing in flight that could come back: an exact answer only.
+        (Messages still delayed do not count: they are not deliverable before their time.)"""
+        if self.exact is None:
+            return not self.messages and self.backlog == 0
+        split = self.split or {}
+        return (
+            self.exact
+            and not self.messages
+            and split.get("available", 1) == 0
+            and split.get("in_flight", 1) == 0
+        )
 
 
 class SluiceClient:
@@ -203,6 +221,8 @@ class SluiceClient:
             [Message.from_json(m) for m in result["messages"]],
             result["message_backlog_count"],
             result.get("ack"),
+            result.get("backlog_exact"),
+            result.get("backlog"),
         )
 
     def ack(
@@ -242,6 +262,9 @@ class SluiceClient:
         """Yield messages one by one; each batch is acked once the caller has taken all of it, on the
         next pull (one request and one state write for both).
 
+        With `stop_when_empty`, it stops on the first pull that proves the group drained: an exact
+        answer (every shard read) with nothing available and nothing in flight. An empty answer alone is
+        not enough: messages leased by another consumer come back when their lease runs out.
         A message whose processing raises is not acked, so it comes back after its visibility timeout.
         """
         done: list[str] | None = None
@@ -255,7 +278,7 @@ class SluiceClient:
             )
             done = None
             if not result.messages:
-                if stop_when_empty:
+                if stop_when_empty and result.drained:
                     return
                 continue
             yield from result.messages

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from sluice.models import MAX_VISIBILITY_MS
 
 _VERSION = 2  # 1: no key id (a single key in the control table, before Secrets Manager)
+_LANE_VERSION = 3  # 2 plus the consumer-group lane of the lease (a lane-0 lease is still signed as 2)
 _HEADER = struct.Struct(">BHHQH")  # version, key id, shard, seq, attempt
+_LANE = struct.Struct(">B")  # version 3: the lane, after the header
 _MAC_BYTES = 12
 # A retired key verifies this long: the longest visibility timeout, plus slack for containers that
 # still sign with it until their cached copy of the secret expires.
@@ -41,6 +43,7 @@ class Lease:
     seq: int
     attempt: int
     group: str
+    lane: int = 0  # the group's lane on the shard that leased it (sluice.engine.lanes)
 
 
 @dataclass(frozen=True)
@@ -154,8 +157,10 @@ class LeaseSigner:
 
     def sign(self, queue_key: str, lease: Lease) -> str:
         ring = self._keys.get()
-        header = _HEADER.pack(_VERSION, ring.current_id, lease.shard, lease.seq, lease.attempt)
-        payload = header + lease.group.encode()
+        version = _LANE_VERSION if lease.lane else _VERSION
+        header = _HEADER.pack(version, ring.current_id, lease.shard, lease.seq, lease.attempt)
+        lane = _LANE.pack(lease.lane) if lease.lane else b""
+        payload = header + lane + lease.group.encode()
         return _b64(payload + self._mac(ring.current.encode(), queue_key, payload))
 
     def verify(self, queue_key: str, lease_id: str) -> Lease | None:
@@ -169,7 +174,10 @@ class LeaseSigner:
             return None
         payload, mac = raw[:-_MAC_BYTES], raw[-_MAC_BYTES:]
         version, key_id, shard, seq, attempt = _HEADER.unpack(payload[: _HEADER.size])
-        if version != _VERSION:
+        if version not in (_VERSION, _LANE_VERSION):
+            return None
+        body = _HEADER.size + (_LANE.size if version == _LANE_VERSION else 0)
+        if len(payload) < body:
             return None
         ring = self._keys.get()
         if not ring.knows(key_id):
@@ -178,7 +186,8 @@ class LeaseSigner:
         if key is None or not hmac.compare_digest(mac, self._mac(key, queue_key, payload)):
             return None
         try:
-            group = payload[_HEADER.size :].decode()
+            group = payload[body:].decode()
         except UnicodeDecodeError:
             return None
-        return Lease(shard=shard, seq=seq, attempt=attempt, group=group)
+        lane = _LANE.unpack(payload[_HEADER.size : body])[0] if version == _LANE_VERSION else 0
+        return Lease(shard=shard, seq=seq, attempt=attempt, group=group, lane=lane)

@@ -235,9 +235,25 @@ class AckResult(BaseModel):
     warnings: list[str]
 
 
+class BacklogFigures(BaseModel):
+    """A group's unacked messages over the queue, split: available now (never delivered, or due again),
+    in flight (leased) and delayed (a retry's or a send's delay not over yet)."""
+
+    available: int = 0
+    in_flight: int = 0
+    delayed: int = 0
+
+
 class LeasedBatch(BaseModel):
-    """What one engine pull leased, with the group's backlog (the SDK's own is `sluice.client.PullResult`)."""
+    """What one engine pull leased, with the group's backlog (the SDK's own is `sluice.client.PullResult`).
+
+    `backlog_exact`: the pull read every lane of every shard of every region (the queue's whole state at
+    one moment): the backlog and its split are exact, and an empty answer proves nothing was deliverable.
+    Otherwise (the batch filled from the lanes it tried first) the count is an estimate and `backlog`
+    is None. Clients stop on an exact 0, never on an estimate."""
 
     messages: list[Delivery]
     message_backlog_count: int
+    backlog_exact: bool = False
+    backlog: BacklogFigures | None = None
     ack: AckResult | None = None  # the outcome of acks carried on the pull, when it carried any

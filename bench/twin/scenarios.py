@@ -27,6 +27,7 @@ from sluice import constants as c
 from sluice import errors
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig
 from sluice.engine.scaling import ScalingPolicy
+from sluice.engine.store import ShardAddress
 from sluice.models import OutgoingMessage, Queue
 
 BATCH = 100
@@ -273,11 +274,14 @@ def _fill(points: dict[int, int], n: int) -> list[int]:
 # --- pullers ----------------------------------------------------------------------------------------------
 
 
-def pull_load(pullers: int, batch: int, shards: int, seconds: float, backlog: int) -> dict[str, Any]:
-    """`pullers` closed-loop pull+ack consumers of one group against a seeded backlog."""
+def pull_load(
+    pullers: int, batch: int, shards: int, seconds: float, backlog: int, warmup: float = 1.0
+) -> dict[str, Any]:
+    """`pullers` closed-loop pull+ack consumers of one group against a seeded backlog: `warmup` virtual
+    seconds for the lanes to widen, then `seconds` measured (statistics reset at the start)."""
     world = build()
     engine = world.engine
-    engine.queues.create(QUEUE, {"min_shards": shards, "max_shards": shards})
+    queue = engine.queues.create(QUEUE, {"min_shards": shards, "max_shards": shards})
     engine.groups.create(QUEUE, "g")
     world.dynamo.unlimited = True  # seeding is set-up, not measured
     messages = _messages()
@@ -285,47 +289,62 @@ def pull_load(pullers: int, batch: int, shards: int, seconds: float, backlog: in
         engine.publisher.publish(QUEUE, messages)
     world.dynamo.unlimited = False
     world.dynamo.stats.reset()
-    world.sim.now = 1.0  # the seeded partitions' buckets start full
+    sim = world.sim
+    sim.now = 1.0  # the seeded partitions' buckets start full
+    start, end = sim.now + warmup, sim.now + warmup + seconds
     acked: defaultdict[int, int] = defaultdict(int)
     latencies: list[float] = []
     failures: defaultdict[str, int] = defaultdict(int)
     rng = random.Random(9)
 
     def puller() -> None:
-        sim = world.sim
         sim.sleep(rng.uniform(0, 0.05))
-        while sim.now < seconds:
+        while sim.now < end:
             t0 = sim.now
             try:
                 result = engine.consumer.pull(QUEUE, group="g", batch_size=batch)
-                latencies.append(sim.now - t0)
+                if t0 >= start:
+                    latencies.append(sim.now - t0)
                 if result.messages:
-                    engine.consumer.ack(QUEUE, [m.lease_id for m in result.messages])
-                    acked[int(sim.now * 10)] += len(result.messages)
+                    done = engine.consumer.ack(QUEUE, [m.lease_id for m in result.messages]).ack_count
+                    if sim.now >= start:
+                        acked[int(sim.now * 10)] += done
                 else:
                     sim.sleep(0.05)
             except (errors.Throttled, errors.DependencyUnavailable) as exc:
                 failures[type(exc).__name__] += 1
                 sim.sleep(rng.uniform(0.05, 0.2))
 
+    sim.at(start, world.dynamo.stats.reset)
     for i in range(pullers):
-        world.sim.spawn(f"puller-{i}", puller)
-    world.sim.run_until(seconds)
+        sim.spawn(f"puller-{i}", puller)
+    sim.run_until(end)
     stats = world.dynamo.stats
-    state_puts = sum(v for (op, kind), v in stats.attempts.items() if op == "PutItem" and kind == "G#")
-    conflicts = sum(v for (op, kind), v in stats.conditional_failures.items() if kind == "G#")
+    state_writes = sum(
+        v for (op, kind), v in stats.attempts.items() if op in ("PutItem", "UpdateItem") and kind == "G#"
+    )
+    conflicts = sum(v for (_op, kind), v in stats.conditional_failures.items() if kind == "G#")
     attempts = sum(stats.attempts.values())
     throttles = sum(stats.throttles.values())
-    window = seconds - 1.0
+    total = sum(acked.values())
+    world.dynamo.unlimited = True  # reading the lane counts is not measured
+    lanes = [
+        engine.backend.store.read_lanes(ShardAddress.of(queue, s), "g", [], head=False).cursor
+        for s in queue.shards
+    ]
     return {
         "pullers": pullers,
         "batch": batch,
         "shards": shards,
-        "msgs_per_s": sum(acked.values()) / window,
-        "conflict_share": conflicts / max(1, state_puts),
+        "backlog": backlog,
+        "msgs_per_s": total / seconds,
+        "conflict_share": conflicts / max(1, state_writes),
         "throttle_share": throttles / max(1, attempts),
+        "wcu_per_msg": stats.wcu / max(1, total),
+        "rcu_per_msg": stats.rcu / max(1, total),
         "pull_p50_ms": percentile(latencies, 50) * 1000,
         "pull_p99_ms": percentile(latencies, 99) * 1000,
+        "lanes": max((c.lanes for c in lanes if c is not None), default=1),
         "failed_calls": dict(failures),
         "pulls": len(latencies),
     }

@@ -1,6 +1,7 @@
-"""The commit of a group's state on one shard: a conditional write on its version. A lost race hands
-back the winner's state (the failed condition returns it: no re-read), with the purge floor applied,
-and the caller decides again from it after a short random backoff."""
+"""The commit of one lane of a group on one shard: a conditional write on the lane's version, which also
+drops the ack records the lane folded in and, for lane 0, may take a claim from the cursor. A lost
+race hands back the winner's lane (the failed condition returns it: no re-read), with the purge floor
+applied, and the caller decides again from it after a short random backoff."""
 
 from __future__ import annotations
 
@@ -10,25 +11,81 @@ from dataclasses import dataclass
 from sluice import errors
 from sluice.engine.clock import Clock
 from sluice.engine.groupstate import GroupState
-from sluice.engine.shardstate import apply_floor
+from sluice.engine.lanes import Cursor, LaneState, acked_seqs, drop_below
 from sluice.engine.store import Head, ShardAddress, ShardStore, StateConflict
 
 MAX_COMMIT_ATTEMPTS = 30
 
 
 @dataclass
-class GroupView:
-    """One group's state on one shard as a puller or acker works on it."""
+class LaneView:
+    """One lane of a group on one shard as a puller or acker works on it. `head` is None when the
+    request did not read it (a lane inside its claimed range needs no HEAD)."""
 
     address: ShardAddress
-    head: Head
+    group: str
+    lane: int
     state: GroupState
+    acked: frozenset[str]  # ack records on the item, not folded yet
+    cursor: Cursor | None  # lane 0's, read with this lane (None: one lane reads the whole shard)
+    head: Head | None = None
+    cursor_known: bool = True  # False: lane 0 was not read (a lane inside its range needs no cursor)
+    floor: int = 0  # the HEAD's purge floor, when known
     dirty: bool = False  # the state changed and must be committed
+    folded: frozenset[str] = (
+        frozenset()
+    )  # ack records applied to `state`: dropped from the item by the commit
+    last_ms: int = 0  # when the lane was last committed
+    acks_added: int = 0  # the item's count of ack-record ADDs when read
+    redelivered: bool = False  # this attempt leases a message again: commit only if no ack came meanwhile
+
+    @classmethod
+    def of(
+        cls,
+        address: ShardAddress,
+        group: str,
+        lane: LaneState,
+        cursor: Cursor | None,
+        head: Head | None,
+        *,
+        cursor_known: bool = True,
+    ) -> LaneView:
+        view = cls(address, group, lane.lane, lane.state, lane.acked, cursor, head, cursor_known)
+        view.last_ms, view.acks_added = lane.last_ms, lane.acks_added
+        if head is not None:
+            view.floor = head.floor
+            view.dirty = drop_below(view.state, head.floor)
+        return view
 
     @property
-    def work(self) -> int:
-        """Unread messages plus pending ones (in flight, delayed)."""
-        return self.head.next - self.state.read + len(self.state.pending)
+    def bounds(self) -> tuple[int, int] | None:
+        """The range this lane reads: its claim [lo, hi) (from the cursor, or the end its state adopted
+        when the cursor was not read); (0, HEAD next) for the one lane; None when that is not known."""
+        if self.cursor is not None:
+            return self.cursor.range_of(self.lane)
+        if not self.cursor_known:
+            return (0, self.state.end) if self.state.end > self.state.read else None
+        if self.lane:
+            return None  # no cursor: the lanes are merged into lane 0, this one reads nothing new
+        return None if self.head is None else (0, self.head.next)
+
+    def enter(self, lo: int, hi: int, item: int) -> None:
+        """Start reading the range [lo, hi), whose first batch item starts at `item` (<= lo)."""
+        self.state.read, self.state.read_item, self.state.end = lo, item, hi
+        self.dirty = True
+
+    def fold(self) -> int:
+        """Apply the ack records on the item to the pending set; how many pending messages they removed."""
+        if not self.acked:
+            return 0
+        done = 0
+        for seq in acked_seqs(self.acked):
+            if self.state.pending.pop(seq, None) is not None:
+                done += 1
+        self.folded |= self.acked
+        self.acked = frozenset()
+        self.dirty = True
+        return done
 
 
 class StateCommit:
@@ -40,15 +97,30 @@ class StateCommit:
         if attempt:
             self.clock.sleep(random.uniform(0, 0.002 * min(attempt, 10)))
 
-    def save(self, view: GroupView, group: str, old_version: int) -> bool:
-        """Commit `view.state` over `old_version`. False: lost; `view` now holds the winner's state."""
+    def save(self, view: LaneView, old_version: int) -> bool:
+        """Commit the lane over `old_version`. False: lost; `view` now holds the winner's lane."""
         try:
-            self.store.commit_state(view.address, group, view.state, old_version)
+            self.store.commit_lane(
+                view.address,
+                view.group,
+                view.lane,
+                view.state,
+                old_version,
+                now_ms=self.clock(),
+                folded=view.folded,
+                # An ack recorded (by ADD) after the lane was read is not folded in: a redelivery of
+                # that message must not commit, or it would be delivered after its ack.
+                acks_added=view.acks_added if view.redelivered else None,
+            )
         except StateConflict as exc:
-            view.state = exc.winner
-            view.dirty = apply_floor(view.state, view.head.floor)
+            view.state, view.acked, view.folded = exc.winner.state, exc.winner.acked, frozenset()
+            view.acks_added = exc.winner.acks_added
+            if view.lane == 0 and view.cursor_known:
+                view.cursor = exc.cursor
+            view.dirty = drop_below(view.state, view.floor)
             return False
         view.state.version = old_version + 1
+        view.folded, view.dirty, view.redelivered = frozenset(), False, False
         return True
 
     @staticmethod

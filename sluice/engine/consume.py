@@ -1,10 +1,11 @@
 """Pull consumers: the engine's face for pulls, acks, retries and lease extensions.
 
-The parts, each its own module: which shards a pull reads (`pullplan`), leasing from one shard
-(`shardlease`: due redeliveries, a scan of fresh items, gap sealing, one conditional commit of the
-group's state, `commit`), the rules of a lease (`leasebook`, pure) and the dead letter queue
-(`deadletter`). This module holds the request flow: long-polls, acks carried on a pull, verifying
-lease ids, and the regions a request may touch.
+The parts, each its own module: the layout of a group's state on a shard in lanes (`lanes`, pure),
+where a pull looks and what it can prove (`pullplan`), leasing from one lane (`shardlease`: acks
+folded in, due redeliveries, a scan of fresh items, claims, gap sealing, one conditional commit,
+`commit`), the rules of a lease (`leasebook`, pure) and the dead letter queue (`deadletter`). This
+module holds the request flow: long-polls, acks carried on a pull, acks, retries and extends,
+verifying lease ids, widening the lanes under contention, and the regions a request may touch.
 
 Multi-region (docs/design.md "Multi-region"): a pull reads its own region's shards first and other
 regions' when its batch has room (and first on a share of pulls, so no region waits behind a busy
@@ -15,26 +16,33 @@ for its shards fail retryably, and its messages are delivered once it is back.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sluice import errors
 from sluice.adapters import aws
 from sluice.engine.backend import Backend
 from sluice.engine.budget import ByteBudget
-from sluice.engine.commit import MAX_COMMIT_ATTEMPTS, StateCommit
+from sluice.engine.commit import MAX_COMMIT_ATTEMPTS, LaneView, StateCommit
 from sluice.engine.deadletter import DeadLetterSink
+from sluice.engine.groupstate import GroupState
+from sluice.engine.lanes import Cursor, Figures, ack_records, acked_seqs, wider
 from sluice.engine.leasebook import LeaseBook, Op, Outcome
 from sluice.engine.publish import Publisher, message_id
-from sluice.engine.pullplan import PullPlanner
+from sluice.engine.pullplan import BUSY_MS, PullPlanner
 from sluice.engine.queues import QueueDirectory
 from sluice.engine.regions import RegionBreaker, region_key
-from sluice.engine.shardlease import CarriedAcks, ShardLeaser, gone
-from sluice.engine.shardstate import ShardStateReader
+from sluice.engine.shardlease import CarriedAcks, LaneKey, ShardLeaser, gone
+from sluice.engine.shardstate import ShardRead, ShardStateReader
+from sluice.engine.store import ShardAddress
 from sluice.leases import Lease, LeaseSigner
-from sluice.models import AckResult, Delivery, LeasedBatch, Queue, Shard
+from sluice.models import AckResult, BacklogFigures, Delivery, LeasedBatch, Queue, Shard
 
 LONG_POLL_MAX_INTERVAL = 0.25  # seconds between the polls of a long-poll pull: ≤ 250 ms late, 1 read each
+# Every poll reads every shard (an exact answer): past this many shards the interval grows with them, so
+# an idle long-poll reads at most ~4 x 32 shards a second (docs/performance.md "Consume").
+LONG_POLL_SHARDS = 32
 
 
 @dataclass
@@ -59,6 +67,7 @@ class Consumer:
         self.clock = backend.clock
         self.shard_states = ShardStateReader(backend.store)
         self.planner = PullPlanner(backend, self.shard_states)
+        self.store = backend.store
         self.leaser = ShardLeaser(backend.store, backend.clock, signer, DeadLetterSink(publisher))
         self.commit = StateCommit(backend.store, backend.clock)
         self.breaker = breaker or RegionBreaker()
@@ -88,7 +97,9 @@ class Consumer:
         # that hangs still answers on time.
         remote_until = float("inf")
         delay = 0.05
-        carried = None if acks is None else self._carry(self.directory.get(queue_name), acks)
+        queue = self.directory.get(queue_name)
+        carried = None if acks is None else self._carry(queue, acks)
+        longest = LONG_POLL_MAX_INTERVAL * max(1.0, len(queue.readable_shards) / LONG_POLL_SHARDS)
         acked = None
         while True:
             budget = ByteBudget(max_bytes, size_of) if size_of else None
@@ -102,7 +113,7 @@ class Consumer:
             if result.messages or clock.monotonic() >= deadline:
                 return result
             clock.sleep(min(delay, max(0.0, deadline - clock.monotonic())))
-            delay = min(delay * 2, LONG_POLL_MAX_INTERVAL)
+            delay = min(delay * 2, longest)
 
     def _pull_once(
         self,
@@ -122,22 +133,25 @@ class Consumer:
             raise errors.QueuePaused(f"queue {queue_name!r} is paused; resume it to pull")
         if group not in queue.groups:
             raise errors.ConsumerGroupNotFound(f"consumer group {group!r} not found on queue {queue_name!r}")
-        vis = visibility_ms or queue.settings.visibility_timeout_ms
-        deliveries: list[Delivery] = []
-        backlog = answered = skipped = 0
+        pull = _Pull(
+            queue, group, batch_size, visibility_ms or queue.settings.visibility_timeout_ms, budget, carried
+        )
+        answered = skipped = 0
         for index, (region, shards) in enumerate(self.planner.regions(queue)):
-            if index and (len(deliveries) >= batch_size or (budget and budget.full)):
-                continue  # a later region is read only when the batch has room (carried acks: _ack_rest)
+            if pull.paused:
+                break
+            if index and pull.full:
+                pull.exact = False  # a later region is read only when the batch has room
+                continue
             if not self.breaker.allows(region):
                 skipped += 1
                 continue
             remote = region not in (None, self.backend.region)
             if remote and self.clock.monotonic() + aws.REMOTE_CALL_SECONDS > remote_until:
+                pull.exact = False
                 continue  # too late for another region's worst case: the pull answers on time without it
             try:
-                got, work = self._pull_region(
-                    queue, shards, group, batch_size - len(deliveries), vis, budget, carried
-                )
+                self._pull_region(pull, shards)
             except errors.DependencyUnavailable:
                 if region is None:
                     raise  # a single region: nothing else to answer from
@@ -145,48 +159,196 @@ class Consumer:
                 skipped += 1
                 continue
             answered += 1
-            deliveries += got
-            backlog += work
         if skipped and not answered:
             raise errors.DependencyUnavailable(
                 f"no region of queue {queue_name!r} can be reached; retry shortly"
             )
+        exact = pull.exact and not skipped
+        self.planner.came_back(queue, group, empty=not pull.out)
         if carried:
             self._ack_rest(queue, carried)
-            backlog = max(0, backlog - carried.acked[group])  # read before the acks were applied
-        return LeasedBatch(messages=deliveries, message_backlog_count=backlog)  # unacked, in flight included
+            # acks the survey counted as in flight (applied after it, or now)
+            pull.figures.in_flight = max(0, pull.figures.in_flight - carried.late[group])
+        figures = pull.figures
+        return LeasedBatch(
+            messages=pull.out,
+            message_backlog_count=figures.backlog,  # unacked, in flight included
+            backlog_exact=exact,
+            backlog=BacklogFigures(
+                available=figures.available, in_flight=figures.in_flight, delayed=figures.delayed
+            )
+            if exact
+            else None,
+        )
 
-    def _pull_region(
-        self,
-        queue: Queue,
-        shards: list[Shard],
-        group: str,
-        want: int,
-        vis: int,
-        budget: ByteBudget | None,
-        carried: CarriedAcks | None,
-    ) -> tuple[list[Delivery], int]:
-        """Lease up to `want` from one region's `shards`: (deliveries, its backlog as the pull saw it)."""
-        views, backlog = self.planner.views(queue, shards, group, carried)
-        for view in views:  # a HEAD stamped with a newer map: the next pull reads the new shards too
-            head = view.head
-            self.directory.observe_stamp(queue, view.address.shard, head.map_version, head.map_route)
+    def _pull_region(self, pull: _Pull, shards: list[Shard]) -> None:
+        """Lease from one region's `shards`, as `pullplan` orders the places to look; the region's figures
+        are exact when the pull surveyed every lane there."""
+        queue, group = pull.queue, pull.group
+        tried: set[tuple[int, int]] = set()
+        if pull.carried:
+            pull.carried.surveyed = False
+        sticky = self.planner.sticky(queue, group, shards)
+        if sticky is not None:
+            self._lease(pull, sticky, tried, own=True)
+            if pull.full:
+                pull.estimate(sticky, len(shards))
+                return
+        if self._from_sample(pull, shards, tried):
+            return
+        reads = self._survey(pull, shards, every_lane=False)  # HEAD + lane 0 per shard
+        if pull.paused:
+            return
+        # No lanes split anywhere (a queue at rest): lane 0 is every lane, this read is the whole survey.
+        whole = not any(r.groups[group].high > 1 for r in reads)
+        idle: list[tuple[ShardAddress, Cursor, int]] = []
+        # The figures at the moment of the survey (leasing changes the states read, in place).
+        surveyed_at, leased_before = self.clock(), len(pull.out)
+        figures = PullPlanner.figures(reads, group, surveyed_at)
+        if whole and pull.carried:
+            pull.carried.surveyed = True
+        self._lease_from(
+            pull, self.planner.places(reads, group, surveyed_at, tried, busy=False), tried, busy=False
+        )
+        if not whole:
+            if pull.full:
+                pull.exact = False  # claimed from the unclaimed backlog: enough, without reading every lane
+                pull.figures.add(figures)
+                return
+            reads = self._survey(pull, shards, every_lane=True)
+            if pull.paused:
+                return
+            surveyed_at, leased_before = self.clock(), len(pull.out)
+            figures = PullPlanner.figures(reads, group, surveyed_at)
+            idle = self._idle(reads, group, surveyed_at)
+            if pull.carried:
+                pull.carried.surveyed = True
+        if not pull.full:
+            places = self.planner.places(reads, group, surveyed_at, tried, busy=True)
+            self._lease_from(pull, places, tried, busy=True)
+        figures.leased(len(pull.out) - leased_before)  # what this pull leased since: in flight now
+        pull.figures.add(figures)
+        if not pull.out:
+            for at, seen, version in idle:
+                self.store.merge(at, group, GroupState(read=seen.next, read_item=seen.next), version, seen)
+
+    def _survey(self, pull: _Pull, shards: Sequence[Shard], *, every_lane: bool) -> list[ShardRead]:
+        """`planner.survey`, observing the HEADs' map stamps: a HEAD stamped with a newer map makes the
+        next pull read the new shards too, and one stamped with a pause stops this pull (`pull.paused`:
+        nothing leased, no exact answer)."""
+        queue = pull.queue
+        reads = self.planner.survey(queue, shards, pull.group, every_lane=every_lane)
+        for read in reads:
+            head = read.head
+            self.directory.observe_stamp(queue, read.address.shard, head.map_version, head.map_route)
         if self.directory.get(queue.name).paused:  # a HEAD just said so (the stamp of a pause)
-            return [], backlog
-        deliveries: list[Delivery] = []
-        for view in (v for v in views if v.work > 0):
-            if len(deliveries) >= want or (budget and budget.full):
-                break
-            try:
-                left = want - len(deliveries)
-                deliveries += self.leaser.take(queue, view, group, left, vis, budget, carried)
-            except errors.DependencyUnavailable:
-                region = region_key(self.backend, view.address.shard)
-                if region is None or not deliveries:
-                    raise
-                self.breaker.trip(region)
-                break  # keep what was leased (committed): the rest of the region waits for its return
-        return deliveries, backlog
+            pull.paused, pull.exact = True, False
+        return reads
+
+    def _from_sample(self, pull: _Pull, shards: list[Shard], tried: set[tuple[int, int]]) -> bool:
+        """Under load, a pull fills from a sample of the shards (as many reads as before the exact
+        answers): True when it did (its figures an estimate). A container whose last pull of the group
+        came back empty (an idle queue) goes straight to the survey of every shard."""
+        queue, group = pull.queue, pull.group
+        sample = self.planner.sample(queue, group, shards, pull.carried)
+        if sample is None:
+            return False
+        reads = self._survey(pull, sample, every_lane=False)
+        if pull.paused:
+            return True
+        figures = PullPlanner.figures(reads, group, self.clock())
+        for busy in (False, True):
+            if not pull.full:
+                places = self.planner.places(reads, group, self.clock(), tried, busy=busy)
+                self._lease_from(pull, places, tried, busy=busy)
+        if not pull.full:
+            return False  # the survey of every shard follows (the sample's lanes are not tried again)
+        pull.exact = False
+        pull.figures.add(figures.scaled(len(shards) / len(sample)))
+        return True
+
+    @staticmethod
+    def _idle(reads: list[ShardRead], group: str, now: int) -> list[tuple[ShardAddress, Cursor, int]]:
+        """Shards (as just surveyed, before any leasing) whose split lanes hold nothing and have nothing
+        unclaimed: an empty pull merges them back to one lane (`store.merge`, one write each), so an idle
+        queue's polls read one lane item per shard and group. (address, cursor seen, lane 0's version)."""
+        out = []
+        for read in reads:
+            lanes, head = read.groups[group], read.head
+            if lanes.cursor is None or len(lanes.lanes) < lanes.high:
+                continue
+            if lanes.unclaimed(head.next, head.floor) or lanes.figures(head.next, now, head.floor).backlog:
+                continue
+            # Nothing unclaimed: cur >= HEAD next (>= the floor), an item boundary where lane 0 reads on.
+            out.append((read.address, lanes.cursor, lanes.lane0.state.version))
+        return out
+
+    def _lease_from(
+        self,
+        pull: _Pull,
+        places: list[LaneView | tuple[Shard, int]],
+        tried: set[tuple[int, int]],
+        *,
+        busy: bool,
+    ) -> None:
+        """Lease from `places` in order until the batch is full; a lane not read yet is read first, and
+        passed over when another puller committed it in the last BUSY_MS (unless `busy`)."""
+        for place in places:
+            if pull.full:
+                return
+            if isinstance(place, LaneView):
+                view = place
+            elif (place[0].id, place[1]) not in tried:
+                view = self.planner.lane(pull.queue, place[0], pull.group, place[1])
+                if not busy and self.clock() - view.last_ms < BUSY_MS:
+                    continue  # its puller is on it: look elsewhere first (a survey comes back to it)
+            else:
+                continue
+            if (view.address.id, view.lane) not in tried:
+                self._lease(pull, view, tried)
+
+    def _lease(self, pull: _Pull, view: LaneView, tried: set[tuple[int, int]], *, own: bool = False) -> None:
+        """Lease what `pull` still wants from one lane; keep to the lane when it gave something. A race
+        lost on the lane this container keeps to means more pullers than lanes there: widen them (a
+        newcomer's lost race only means it picked a taken lane: it looks elsewhere)."""
+        tried.add((view.address.id, view.lane))
+        races, contended = self.leaser.lost_races, self.leaser.contended
+        try:
+            got = self.leaser.take(pull.queue, view, pull.want, pull.vis, pull.budget, pull.carried)
+        except errors.DependencyUnavailable:
+            region = region_key(self.backend, view.address.shard)
+            if region is None or not pull.out:
+                raise
+            self.breaker.trip(region)
+            pull.exact = False
+            return
+        pull.out += got
+        if self.leaser.contended > contended:
+            pull.exact = False  # a lane with work was left to its puller: no proof of emptiness here
+        lost = self.leaser.lost_races > races
+        if lost and own:
+            self._widen(pull, view)
+        # Two pullers on one lane: each lost race sends the loser away with even odds (both leaving at
+        # once would send them all to the same few lanes they see next).
+        if got and (not lost or random.random() < 0.5):
+            self.planner.keep(view)
+        else:
+            self.planner.let_go(view)
+
+    def _widen(self, pull: _Pull, view: LaneView) -> None:
+        """A lost race: more lanes for this group on this shard (as many as the unclaimed backlog can
+        feed, `lanes.wider`), unless the queue is ordered (a key's order needs one lane)."""
+        cursor, head = view.cursor, view.head
+        if pull.queue.settings.ordered or head is None or not view.cursor_known:
+            return
+        if cursor is None:
+            lanes = wider(1, head.next - view.state.read, pull.want)
+            if view.lane == 0 and lanes > 1:
+                self.store.split(view.address, view.group, lanes)
+            return
+        lanes = wider(cursor.lanes, head.next - cursor.next, pull.want)
+        if lanes > cursor.lanes:
+            self.store.set_lanes(view.address, view.group, lanes, max(cursor.high, lanes), cursor)
 
     # --- acks carried on a pull ---------------------------------------------------------------------------
 
@@ -195,18 +357,21 @@ class Consumer:
         carried = CarriedAcks()
         for lease_id in lease_ids:
             if lease := self._verify(queue, lease_id, carried.warnings):
-                carried.ops.setdefault((lease.group, lease.shard), []).append(lease)
-        self._check_reachable(queue, (shard for _, shard in carried.ops))
+                carried.ops.setdefault((lease.group, lease.shard, lease.lane), []).append(lease)
+        self._check_reachable(queue, (shard for _, shard, _ in carried.ops))
         return carried
 
     def _ack_rest(self, queue: Queue, carried: CarriedAcks) -> None:
-        """Acks the pull could not fold into its own writes (another group's leases, a shard it did
-        not lease from): applied as `ack` applies them, one write per shard."""
+        """Acks the pull could not fold into its own writes (another group's leases, a lane it did not
+        lease from): applied as `ack` applies them, one write per lane."""
         queue = self._confirm_leased(queue, carried.ops)
-        for (group, shard_id), leases in carried.ops.items():
+        for (group, shard_id, lane), leases in carried.ops.items():
             with self.breaker.guard(self._region(queue, shard_id)):
-                done, _, warnings = self._apply(queue, group, shard_id, [(Op.ACK, x, None) for x in leases])
+                done, _, warnings = self._apply(
+                    queue, group, shard_id, lane, [(Op.ACK, x, None) for x in leases]
+                )
             carried.acked[group] += done
+            carried.late[group] += done
             carried.warnings += warnings
         carried.ops.clear()
 
@@ -238,22 +403,22 @@ class Consumer:
     def _settle(
         self, queue_name: str, requested: list[tuple[Op, str, int | None]], max_retries: int | None
     ) -> tuple[int, int, list[str]]:
-        """Verify every lease id, then apply the operations shard by shard: (done, retried, warnings)."""
+        """Verify every lease id, then apply the operations lane by lane: (done, retried, warnings)."""
         queue = self.directory.get(queue_name)
         warnings: list[str] = []
-        ops: dict[tuple[str, int], list[tuple[Op, Lease, int | None]]] = {}
+        ops: dict[LaneKey, list[tuple[Op, Lease, int | None]]] = {}
         for op, lease_id, value in requested:
             if lease := self._verify(queue, lease_id, warnings):
-                ops.setdefault((lease.group, lease.shard), []).append((op, lease, value))
+                ops.setdefault((lease.group, lease.shard, lease.lane), []).append((op, lease, value))
         queue = self._confirm_leased(queue, ops)
-        self._check_reachable(queue, (shard for _, shard in ops))
+        self._check_reachable(queue, (shard for _, shard, _ in ops))
         done = retried = 0
         unreachable: set[str] = set()
-        for (group, shard_id), shard_ops in ops.items():
+        for (group, shard_id, lane), lane_ops in ops.items():
             region = self._region(queue, shard_id)
             try:
                 with self.breaker.guard(region):
-                    d, r, w = self._apply(queue, group, shard_id, shard_ops, max_retries)
+                    d, r, w = self._apply(queue, group, shard_id, lane, lane_ops, max_retries)
             except errors.DependencyUnavailable:
                 if region is None:
                     raise
@@ -290,9 +455,13 @@ class Consumer:
         queue: Queue,
         group: str,
         shard_id: int,
+        lane: int,
         ops: list[tuple[Op, Lease, int | None]],
         max_retries: int | None = None,
     ) -> tuple[int, int, list[str]]:
+        """One lane's operations. Acks alone are recorded by an ADD on the lane's item, which never fails
+        a condition (the lane's puller folds them in at its next commit); a retry or an extend changes
+        the lane's state: a read-change-commit like a pull's."""
         shard = queue.shard(shard_id)
         if shard is None or group not in queue.groups:
             return (
@@ -300,13 +469,16 @@ class Consumer:
                 0,
                 [f"lease on shard {shard_id} of group {group!r} no longer exists; ignored"] * len(ops),
             )
+        view = self.planner.lane(queue, shard, group, lane)
+        if all(op is Op.ACK for op, _, _ in ops):
+            return self._record_acks(view, [lease for _, lease, _ in ops])
         max_deliveries = max(1, queue.settings.max_retries if max_retries is None else max_retries)
-        view = self.planner.read(queue, [shard], group)[0]
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             self.commit.backoff(attempt)
             now = self.clock()
-            book = LeaseBook(view.state)
             old_version = view.state.version
+            view.fold()
+            book = LeaseBook(view.state)
             done = retried = 0
             warnings: list[str] = []
             exhausted: list[int] = []
@@ -337,18 +509,62 @@ class Consumer:
                 self.leaser.dead_letter(queue, view, book, exhausted, loaded, now)
             if done == retried == 0:
                 return 0, 0, warnings
-            if not self.commit.save(view, group, old_version):
+            if not self.commit.save(view, old_version):
                 continue
             return done, retried, warnings
         raise self.commit.exhausted("acking")
 
+    def _record_acks(self, view: LaneView, leases: list[Lease]) -> tuple[int, int, list[str]]:
+        """Acks by one ADD: the ones still pending (and not recorded yet) count; the others are
+        answered as gone, as a commit would answer them."""
+        open_pending = set(view.state.pending) - acked_seqs(view.acked)
+        seqs = {lease.seq for lease in leases if lease.seq in open_pending}
+        warnings = [gone(view, lease.seq) for lease in leases if lease.seq not in seqs]
+        if seqs:
+            self.store.record_acks(view.address, view.group, view.lane, ack_records(seqs))
+        return len(seqs), 0, warnings
+
     # --- helpers ----------------------------------------------------------------------------------------
 
-    def _confirm_leased(self, queue: Queue, leased: Iterable[tuple[str, int]]) -> Queue:
+    def _confirm_leased(self, queue: Queue, leased: Iterable[LaneKey]) -> Queue:
         """The cached document may not know a group created, or a shard added, seconds ago (another
         container leased from its fresher copy): confirm with the control item before an ack, retry
         or extend is declared gone, or the message would come back after its lease."""
         known = {s.id for s in queue.shards}
-        if all(group in queue.groups and shard_id in known for group, shard_id in leased):
+        if all(group in queue.groups and shard_id in known for group, shard_id, _ in leased):
             return queue
         return self.directory.registry.get(queue.name)
+
+
+@dataclass
+class _Pull:
+    """One pull across regions: what it wants, what it leased, and the backlog it saw."""
+
+    queue: Queue
+    group: str
+    size: int
+    vis: int
+    budget: ByteBudget | None
+    carried: CarriedAcks | None
+    out: list[Delivery] = field(default_factory=list)
+    figures: Figures = field(default_factory=Figures)
+    exact: bool = True
+    paused: bool = False  # a HEAD's stamp said the queue was paused meanwhile: lease nothing more
+
+    @property
+    def want(self) -> int:
+        return self.size - len(self.out)
+
+    @property
+    def full(self) -> bool:
+        return len(self.out) >= self.size or (self.budget is not None and self.budget.full)
+
+    def estimate(self, view: LaneView, shards: int) -> None:
+        """The batch filled from the lane this container keeps to: no survey, an estimate (that lane's
+        backlog, times the lanes and shards like it)."""
+        self.exact = False
+        lanes = 1 if view.cursor is None else view.cursor.lanes
+        own = len(view.state.pending)
+        if view.bounds is not None:
+            own += max(0, view.bounds[1] - view.state.read)
+        self.figures.unread += own * lanes * shards

@@ -1,7 +1,7 @@
 """Consumer groups (Cherami): every group receives every message; consumers inside one group compete.
 
-A group is a name → start time in the queue document (`Queue.groups`). Its per-shard state item
-(`G#<group>`, see groupstate.py) is created at the first pull, scanning from the shard's purge floor and
+A group is a name → start time in the queue document (`Queue.groups`). Its per-shard state (lane 0's
+item, see lanes.py and groupstate.py) is created at the first pull, scanning from the shard's purge floor and
 skipping batch items stamped before the start. `latest` is stored as the creation time and, to skip the
 scan, its state starts at each shard's current head; shards added later hold only newer messages.
 
@@ -103,11 +103,11 @@ class ConsumerGroups:
         """`latest`: the group's state on each shard starts at the shard's next sequence."""
         store = self.backend.store
         ats = [ShardAddress.of(queue, shard) for shard in queue.readable_shards]
-        views, _ = store.read_states(ats, [])
+        views, _ = store.read_groups(ats, [])
         for view in views:
             start = max(view.head.next, view.head.floor)
             store.put_state(view.address, name, GroupState(read=start, read_item=start, version=1))
 
     def _delete_states(self, queue: Queue, name: str) -> None:
         for shard in queue.shards:
-            self.backend.store.delete_state(ShardAddress.of(queue, shard), name)
+            self.backend.store.delete_group(ShardAddress.of(queue, shard), name)

@@ -31,6 +31,7 @@ class GroupState:
     pending: dict[int, Pending] = field(default_factory=dict)
     version: int = 0  # 0: never stored
     keys: dict[int, str] = field(default_factory=dict)  # ordered queues: pending seq → key tag
+    end: int = 0  # a lane of split lanes: the end of the range it reads (sluice.engine.lanes); 0: none
 
     @property
     def ack_level(self) -> int:
@@ -53,6 +54,8 @@ class GroupState:
         }
         if any(s in self.keys for s in seqs):  # ordered queues only (see engine/ordering.py)
             doc["k"] = [self.keys.get(s, "") for s in seqs]
+        if self.end:
+            doc["e"] = self.end
         return zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 9)
 
     @classmethod
@@ -65,7 +68,14 @@ class GroupState:
             for seq, back, due, attempts, leased in zip(seqs, doc["i"], dues, doc["a"], doc["l"], strict=True)
         }
         tags = {seq: tag for seq, tag in zip(seqs, doc.get("k", []), strict=False) if tag}
-        return cls(read=doc["r"], read_item=doc["ri"], pending=pending, version=version, keys=tags)
+        return cls(
+            read=doc["r"],
+            read_item=doc["ri"],
+            pending=pending,
+            version=version,
+            keys=tags,
+            end=doc.get("e", 0),
+        )
 
 
 def _deltas(values: list[int]) -> list[int]:

@@ -99,9 +99,21 @@ ITEM_GAP = "gap"  # a tombstone for sequences allocated and never written (sluic
 ITEM_PAYLOAD = "p"  # payload tier: the S3 key of the object holding the bodies (`d` is then the index)
 ITEM_PAYLOAD_BASE = "pb"  # payload tier: where this item's first body starts in that object (absent: 0)
 
-# Group state item (`G#<group>`) attributes
-STATE_BLOB = "s"  # GroupState.encode()
+# Group state items: one per lane of a group on a shard, pk `lane_partition(shard pk, lane)`, sk `G#<group>`
+# (lane 0: the shard's own partition, the item of before the lanes)
+# (sluice.engine.lanes). Every lane item:
+STATE_BLOB = "s"  # the lane's GroupState.encode()
 STATE_VERSION = "ver"  # for conditional commits
+STATE_ACKED = "ak"  # acks recorded by ADD, not folded into `s` yet: "<first seq>:<count>" runs (string set)
+STATE_ACKS_ADDED = "an"  # how many ADDs recorded acks (only grows): a redelivering commit conditions on it
+STATE_AT = "at"  # when the lane was last committed (ms): pullers choosing a lane prefer idle ones
+STATE_READ = "rd"  # lane 0: its read level, as a number (a split starts the cursor there, atomically)
+# Lane 0's item, while the group's lanes are split (absent: one lane reads the whole shard):
+CURSOR_NEXT = "cur"  # the first sequence no lane has claimed
+CURSOR_LANES = "ln"  # lanes that may claim
+CURSOR_HIGH = "hw"  # lanes that may hold work
+RANGE_LO = "lo"  # + lane number: the first sequence of the lane's latest claim
+RANGE_HI = "hi"  # + lane number: the end (exclusive) of it
 
 # Segment index item (`segment_index_pk`) attributes read by other modules (the rest: sluice.segments)
 SEGMENT_LAST = "last"  # the last sequence the segment holds
@@ -196,3 +208,10 @@ def overflow_key(shard_pk: str, seq: int) -> str:
 
 def group_state_sk(group: str) -> str:
     return f"{GROUP_STATE_SK_PREFIX}{group}"
+
+
+def lane_partition(shard_partition_key: str, lane: int) -> str:
+    """Where a group's lane lives. Lane 0 is the group-state item of before the lanes (same key: a
+    deployed queue's groups read on where they were); the other lanes, which exist only under load, get
+    partitions of their own so their commits never share the shard's write capacity."""
+    return shard_partition_key if lane == 0 else f"{shard_partition_key}#{lane}"

@@ -18,11 +18,10 @@ from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.consume import Consumer
 from sluice.engine.deadletter import SOURCE_ATTRIBUTE
-from sluice.engine.groupstate import GroupState
 from sluice.engine.publish import Publisher, request_batches
 from sluice.engine.queues import QueueRegistry
 from sluice.engine.regions import by_region
-from sluice.engine.shardstate import ShardRead, ShardStateReader, backlog
+from sluice.engine.shardstate import ShardRead, ShardStateReader
 from sluice.engine.store import ShardAddress
 from sluice.models import DEFAULT_GROUP, MAX_BATCH_MESSAGES, OutgoingMessage, Queue, Shard
 
@@ -114,9 +113,10 @@ class Operations:
     # --- metrics ------------------------------------------------------------------------------------------
 
     def metrics(self, queue_name: str, *, groups: list[str] | None = None) -> dict[str, Any]:
-        """Backlog (count, estimated bytes, oldest message), in-flight and delayed messages per consumer
-        group and per shard, from each shard's HEAD and group-state items (batched reads, one region at
-        a time) plus one item read per group and shard for the oldest unacked message. The top-level
+        """Backlog (count, estimated bytes, oldest message), available, in-flight and delayed messages per
+        consumer group and per shard, exact (sluice.engine.lanes), from each shard's HEAD and the groups'
+        lanes (batched reads, one region at a time) plus one item read per group and shard for the oldest
+        unacked message. The top-level
         figures are the `default` group's (the group Cloudflare-style pulls use). Multi-region: each
         shard names its region, and `regions` gives the same top-level figures per region (the totals
         are over all); a region that cannot be reached, or cools down after failing, is skipped and
@@ -167,9 +167,7 @@ class Operations:
         self, queue: Queue, read: ShardRead, names: list[str], now: int
     ) -> tuple[Shard, dict[str, Any]]:
         shard, head = read.shard, read.head
-        shard_groups = {
-            group: self._figures(queue, shard, read.states[group], head.next, now) for group in names
-        }
+        shard_groups = {group: self._figures(queue, read, group, now) for group in names}
         return shard, {
             "shard": shard.id,
             **({"region": shard.region} if shard.region else {}),
@@ -180,20 +178,19 @@ class Operations:
             "consumer_groups": shard_groups,
         }
 
-    def _figures(
-        self, queue: Queue, shard: Shard, state: GroupState, head_next: int, now: int
-    ) -> dict[str, Any]:
-        in_flight = sum(1 for p in state.pending.values() if p.leased and p.due_ms > now)
-        delayed = sum(1 for p in state.pending.values() if not p.leased and p.due_ms > now)
-        count = backlog(state, head_next)
+    def _figures(self, queue: Queue, read: ShardRead, group: str, now: int) -> dict[str, Any]:
+        figures = read.figures(group, now)
+        count = figures.backlog
         oldest_ts, mean_size = (0, 0.0)
         if count:
-            oldest_ts, mean_size = self._oldest(queue, shard, state.ack_level)
+            level = read.groups[group].ack_level(read.head.next, read.head.floor)
+            oldest_ts, mean_size = self._oldest(queue, read.shard, level)
         return {
             "backlog_count": count,
             "backlog_bytes": int(count * mean_size),
-            "in_flight": in_flight,
-            "delayed": delayed,
+            "available": figures.available,
+            "in_flight": figures.in_flight,
+            "delayed": figures.delayed,
             "oldest_message_timestamp_ms": oldest_ts,
         }
 
@@ -216,6 +213,7 @@ def _empty() -> dict[str, Any]:
     return {
         "backlog_count": 0,
         "backlog_bytes": 0,
+        "available": 0,
         "in_flight": 0,
         "delayed": 0,
         "oldest_message_timestamp_ms": 0,
@@ -223,7 +221,7 @@ def _empty() -> dict[str, Any]:
 
 
 def _merge(total: dict[str, Any], part: dict[str, Any]) -> None:
-    for name in ("backlog_count", "backlog_bytes", "in_flight", "delayed"):
+    for name in ("backlog_count", "backlog_bytes", "available", "in_flight", "delayed"):
         total[name] += part[name]
     if part["oldest_message_timestamp_ms"] and (
         not total["oldest_message_timestamp_ms"]

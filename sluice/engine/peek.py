@@ -1,8 +1,8 @@
 """Peek: a group's unacked messages without leasing or counting a delivery (Cloudflare's
 `messages.peek`), each with a `ref` that `messages.purge` takes.
 
-Reads each shard's HEAD and group state (one Query, as metrics does), then the batch items from the
-oldest unacked message on, in shard and sequence order: messages waiting for a retry or in flight
+Reads each shard's HEAD and the group's lanes (as metrics does), then the batch items of its pending
+and unread messages, in shard and sequence order: messages waiting for a retry or in flight
 first come in sequence order with the unread ones. A ref is a lease id (signed, bound to the queue)
 naming the message and its delivery count; purging a ref acks it, which removes a message that was
 delivered at least once. A message never delivered sits below no read level yet, so it cannot be
@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 from sluice import errors
 from sluice.engine.consume import Consumer
-from sluice.engine.groupstate import GroupState
+from sluice.engine.groupstate import Pending
 from sluice.engine.operations import Operations
 from sluice.engine.publish import message_id_at
-from sluice.engine.store import ShardAddress
+from sluice.engine.shardstate import ShardRead
 from sluice.leases import Lease
-from sluice.models import DEFAULT_GROUP, Queue, Shard
+from sluice.models import DEFAULT_GROUP, Queue
 
 
 @dataclass
@@ -45,36 +45,47 @@ class Peeker:
         if group not in queue.groups:
             raise errors.ConsumerGroupNotFound(f"consumer group {group!r} not found on queue {queue_name!r}")
         out: list[Peeked] = []
-        for shard in queue.readable_shards:
+        for read in self.operations.shard_states.read(queue, queue.readable_shards, [group]):
             if len(out) >= batch_size:
                 break
-            read = self.operations.shard_states.read_shard(queue, shard, [group])
-            out += self._shard(queue, shard, read.states[group], read.head.next, batch_size - len(out), group)
+            out += self._shard(queue, read, batch_size - len(out), group)
         return out
 
-    def _shard(
-        self, queue: Queue, shard: Shard, state: GroupState, head_next: int, want: int, group: str
-    ) -> list[Peeked]:
-        """Pending messages (below the read level, in sequence order), then unread ones: the pending
-        ones' items by key, the unread ones' from the read level on, at most `want` items."""
-        store, at, now = self.backend.store, ShardAddress.of(queue, shard), self.backend.clock()
-        pending = sorted(state.pending)[:want]
-        items = list(store.items(at, {state.pending[seq].item for seq in pending}).values())
-        if len(pending) < want and state.read < head_next:
-            items += store.scan(at, state.read_item, limit=want)
+    def _shard(self, queue: Queue, read: ShardRead, want: int, group: str) -> list[Peeked]:
+        """Pending messages (every lane's, in sequence order), then unread ones (the unclaimed backlog and
+        each lane's unread range): the pending ones' items by key, the unread ones' by a scan of each
+        range, at most `want` messages."""
+        store, at, now = self.backend.store, read.address, self.backend.clock()
+        lanes, head = read.groups[group], read.head
+        pending: dict[int, tuple[int, Pending]] = {}
+        for lane, ls in lanes.lanes.items():
+            done = ls.acked_seqs
+            pending |= {seq: (lane, p) for seq, p in ls.state.pending.items() if seq not in done}
+        chosen = set(sorted(pending)[:want])
+        items = {i.first: i for i in store.items(at, {pending[seq][1].item for seq in chosen}).values()}
+        ranges = lanes.unread_ranges(head.next, head.floor)
+        room = want - len(chosen)
+        for lo, hi in ranges if room > 0 else []:
+            before = store.item_before(at, lo)
+            start = before.first if before is not None and before.end > lo else lo
+            for item in store.scan(at, start, to_seq=hi - 1, limit=room + 1):
+                items.setdefault(item.first, item)
         out: list[Peeked] = []
-        for item in sorted({i.first: i for i in items}.values(), key=lambda i: i.first):
+        unread_taken = 0
+        for item in sorted(items.values(), key=lambda i: i.first):
             if item.gap or item.expired(now):
                 continue
             for offset, msg in enumerate(store.messages(at, item)):
                 seq = item.first + offset
-                entry = state.pending.get(seq)
-                if len(out) >= want or seq >= head_next:
-                    return out
-                if (entry is None and seq < state.read) or (entry is not None and seq not in pending):
-                    continue  # acked, or pending beyond this batch
-                attempts = entry.attempts if entry else 0
-                lease = Lease(shard=shard.id, seq=seq, attempt=attempts, group=group)
+                if seq in chosen:
+                    lane, entry = pending[seq]
+                    attempts = entry.attempts
+                elif unread_taken < room and any(lo <= seq < hi for lo, hi in ranges):
+                    lane, attempts = 0, 0
+                    unread_taken += 1
+                else:
+                    continue  # acked, or beyond this batch
+                lease = Lease(shard=at.id, seq=seq, attempt=attempts, group=group, lane=lane)
                 out.append(
                     Peeked(
                         id=message_id_at(at, seq),
@@ -86,4 +97,4 @@ class Peeker:
                         attributes=msg.attributes,
                     )
                 )
-        return out
+        return sorted(out, key=lambda p: p.id)[:want]

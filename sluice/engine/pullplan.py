@@ -1,27 +1,56 @@
-"""Which shards a pull reads, in which order: its own region's first (another region's first on a share
-of pulls, so no region waits behind a busy one), a sample of each region's shards, plus the shards
-of acks the pull carries so they share its write."""
+"""Where a pull looks, in which order, and what it can prove.
+
+1. The lane this container leased from last (its affinity): one read of that lane (and lane 0's cursor).
+   Containers keep to their lane, so under load each lane has about one puller and commits rarely race;
+   a container that loses a race, or finds its lane empty, lets go of it.
+2. Otherwise, or when that left room in the batch: every shard of the region, HEAD + each group's lane 0
+   (one BatchGetItem per 50 shards). Unclaimed messages anywhere are claimed by a lane of that shard.
+3. Still room and nothing claimable: the other lanes of the shards whose cursor says they may hold
+   work. After this read the pull knows every shard's every lane at one moment; if it then leases
+   nothing, nothing was deliverable in the region (an exact empty answer, and an exact backlog).
+"""
 
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sluice.engine.backend import Backend
-from sluice.engine.commit import GroupView
+from sluice.engine.commit import LaneView
+from sluice.engine.lanes import Figures
 from sluice.engine.regions import by_region
-from sluice.engine.shardlease import CarriedAcks
-from sluice.engine.shardstate import ShardStateReader
+from sluice.engine.shardstate import ShardRead, ShardStateReader
+from sluice.engine.store import ShardAddress, ShardStore
+
+if TYPE_CHECKING:
+    from sluice.engine.shardlease import CarriedAcks
 from sluice.models import Queue, Shard
 
-SHARDS_PER_PULL = 8  # shards sampled per pull: one BatchGetItem of 2 items each
 OTHER_REGION_FIRST = 0.25  # the share of pulls that read another region before their own
+
+
+@dataclass(frozen=True)
+class Affinity:
+    shard: int
+    lane: int
+
+
+BUSY_MS = 200  # a lane committed this recently has a puller: others look elsewhere first
+SAMPLE_SHARDS = 8  # under load, a pull first looks at this many random shards (HEAD + lane 0 each)
 
 
 class PullPlanner:
     def __init__(self, backend: Backend, states: ShardStateReader) -> None:
         self.backend = backend
+        self.store: ShardStore = backend.store
         self.states = states
+        self._local = threading.local()  # one Lambda container serves one request at a time
+        self._split: dict[
+            tuple[str, str, int], bool
+        ] = {}  # (queue, group, shard): lanes split when last seen
 
     def regions(self, queue: Queue) -> list[tuple[str | None, list[Shard]]]:
         """The readable shards by region, this region's first; on a share of pulls another region's
@@ -31,23 +60,148 @@ class PullPlanner:
             ordered.insert(0, ordered.pop(random.randrange(1, len(ordered))))
         return ordered
 
-    def views(
-        self, queue: Queue, shards: list[Shard], group: str, carried: CarriedAcks | None
-    ) -> tuple[list[GroupView], int]:
-        """The group's views of a sample of one region's `shards`, in the order to lease from, and the
-        backlog they show (scaled up to the region when only a sample was read)."""
-        sample = random.sample(shards, min(SHARDS_PER_PULL, len(shards)))
-        if carried:  # read the shards the acks are for too, so their acks share the pull's write
-            sample += [s for s in shards if (group, s.id) in carried.ops and s not in sample]
-        views = self.read(queue, sample, group)
-        backlog = sum(v.work for v in views)
-        if len(sample) < len(shards) and sample:
-            backlog = backlog * len(shards) // len(sample)  # an estimate when not every shard was read
-        random.shuffle(views)  # not fullest-first: every puller would pick the same shard (bench/twin)
-        return views, backlog
+    # --- affinity -----------------------------------------------------------------------------------------
 
-    def read(self, queue: Queue, shards: Sequence[Shard], group: str) -> list[GroupView]:
-        return [
-            GroupView(read.address, read.head, read.states[group], group in read.floored)
-            for read in self.states.read(queue, shards, [group])
-        ]
+    def _affinity(self) -> dict[tuple[str, str], Affinity]:
+        found: dict[tuple[str, str], Affinity] | None = getattr(self._local, "affinity", None)
+        if found is None:
+            found = self._local.affinity = {}
+        return found
+
+    def sticky(self, queue: Queue, group: str, shards: Sequence[Shard]) -> LaneView | None:
+        """The lane this container keeps to, read fresh, if it is in `shards`."""
+        kept = self._affinity().get((queue.name, group))
+        shard = next((s for s in shards if kept and s.id == kept.shard), None)
+        if kept is None or shard is None:
+            return None
+        return self.lane(queue, shard, group, kept.lane)
+
+    def sample(
+        self, queue: Queue, group: str, shards: Sequence[Shard], carried: CarriedAcks | None
+    ) -> list[Shard] | None:
+        """Random shards to look at first, plus those of the acks the pull carries (so they share its
+        write); None when every shard is read anyway: few shards, or this container's last pull of the
+        group came back empty (an idle queue: the exact survey at once)."""
+        empty: dict[tuple[str, str], bool] = self._local.__dict__.setdefault("empty", {})
+        if len(shards) <= SAMPLE_SHARDS or empty.get((queue.name, group), False):
+            return None
+        chosen = random.sample(list(shards), SAMPLE_SHARDS)
+        if carried:
+            acked = {shard for g, shard, _lane in carried.ops if g == group}
+            chosen += [s for s in shards if s.id in acked and s not in chosen]
+        return chosen
+
+    def came_back(self, queue: Queue, group: str, *, empty: bool) -> None:
+        """Whether this container's last pull of the group was empty (see `sample`)."""
+        self._local.__dict__.setdefault("empty", {})[(queue.name, group)] = empty
+
+    def keep(self, view: LaneView) -> None:
+        self._affinity()[(view.address.queue, view.group)] = Affinity(view.address.id, view.lane)
+
+    def let_go(self, view: LaneView) -> None:
+        """Stop keeping to `view`'s lane (if it is the one this container keeps to)."""
+        key = (view.address.queue, view.group)
+        if self._affinity().get(key) == Affinity(view.address.id, view.lane):
+            del self._affinity()[key]
+
+    def lane(self, queue: Queue, shard: Shard, group: str, lane: int) -> LaneView:
+        """One lane, read alone when the group's lanes on this shard were split when last seen (a lane
+        inside its claimed range needs neither the cursor nor the HEAD; the leaser reads them when its
+        range is read); with lane 0's cursor and the HEAD otherwise (one lane reads up to HEAD next)."""
+        at = ShardAddress.of(queue, shard)
+        split = self._split.get((queue.name, group, shard.id), False)
+        read = self.store.read_lanes(at, group, [lane], head=not split, cursor=not split)
+        if not split:
+            self._split[(queue.name, group, shard.id)] = read.cursor is not None
+        return LaneView.of(at, group, read.lanes[lane], read.cursor, read.head, cursor_known=not split)
+
+    # --- the region's shards ------------------------------------------------------------------------------
+
+    def survey(
+        self, queue: Queue, shards: Sequence[Shard], group: str, *, every_lane: bool
+    ) -> list[ShardRead]:
+        reads = self.states.read(queue, shards, [group], every_lane=every_lane)
+        for read in reads:
+            self._split[(queue.name, group, read.shard.id)] = read.groups[group].cursor is not None
+        return reads
+
+    @staticmethod
+    def claimable(
+        reads: list[ShardRead], group: str, exclude: set[tuple[int, int]]
+    ) -> list[tuple[Shard, int]]:
+        """For each shard with unclaimed messages, one of its lanes that may claim them (random order;
+        the caller reads the lane: a survey without `every_lane` read lane 0 only)."""
+        out = []
+        for read in reads:
+            lanes = read.groups[group]
+            if lanes.cursor is None or lanes.unclaimed(read.head.next, read.head.floor) <= 0:
+                continue
+            free = [
+                lane
+                for lane in range(lanes.cursor.lanes)
+                if (read.shard.id, lane) not in exclude
+                and (lane not in lanes.lanes or not lanes.unread(lane, read.head.next))
+            ]
+            if free:
+                out.append((read.shard, random.choice(free)))
+        random.shuffle(out)
+        return out
+
+    @staticmethod
+    def deliverable(
+        reads: list[ShardRead], group: str, now_ms: int, exclude: set[tuple[int, int]]
+    ) -> list[LaneView]:
+        """Every lane read that holds something deliverable now: unread in its range, or pending and due
+        (random order: not fullest-first, every puller would pick the same lane). One lane, unbounded
+        (no cursor), counts here too: its range is the whole shard."""
+        out = []
+        for read in reads:
+            lanes = read.groups[group]
+            for lane, ls in lanes.lanes.items():
+                if (read.shard.id, lane) in exclude:
+                    continue
+                done = ls.acked_seqs
+                due = any(p.due_ms <= now_ms for s, p in ls.state.pending.items() if s not in done)
+                if due or lanes.unread(lane, read.head.next):
+                    view = LaneView.of(read.address, group, ls, lanes.cursor, read.head)
+                    view.dirty = lane in read.floored.get(group, set())
+                    out.append(view)
+        random.shuffle(out)
+        return out
+
+    @staticmethod
+    def places(
+        reads: list[ShardRead], group: str, now_ms: int, exclude: set[tuple[int, int]], *, busy: bool
+    ) -> list[LaneView | tuple[Shard, int]]:
+        """Where to lease from, in order. First, in random order (not fullest-first: every puller would
+        pick the same lane): the lanes read in full with work and nobody committing them in the last
+        BUSY_MS, and every lane of the shards whose lanes are split that was not read (the caller reads
+        each before using it, and skips a busy one: lane 0 alone is read by a survey without
+        `every_lane`, and must not be the only place newcomers see). Then (`busy`) lanes with work that
+        have a puller on them (a newcomer there would mostly lose races: the last resort)."""
+        ready = PullPlanner.deliverable(reads, group, now_ms, exclude)
+        free: list[LaneView | tuple[Shard, int]] = [v for v in ready if now_ms - v.last_ms >= BUSY_MS]
+        for read in reads:
+            lanes = read.groups[group]
+            if lanes.cursor is None:
+                continue
+            high = max(lanes.cursor.lanes, lanes.cursor.high)
+            free += [
+                (read.shard, lane)
+                for lane in range(high)
+                if lane not in lanes.lanes and (read.shard.id, lane) not in exclude
+            ]
+            if 0 not in {v.lane for v in ready if v.address.id == read.shard.id} and lanes.unclaimed(
+                read.head.next, read.head.floor
+            ):
+                free.append((read.shard, 0))  # lane 0 read, idle or not, may claim
+        random.shuffle(free)
+        taken = [v for v in ready if now_ms - v.last_ms < BUSY_MS] if busy else []
+        return [*free, *taken]
+
+    @staticmethod
+    def figures(reads: list[ShardRead], group: str, now_ms: int) -> Figures:
+        total = Figures()
+        for read in reads:
+            total.add(read.figures(group, now_ms))
+        return total

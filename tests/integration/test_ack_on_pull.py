@@ -42,14 +42,16 @@ def _group_state_writes() -> Iterator[list[str]]:
     attached: list[Any] = []
 
     def on_call(params: dict[str, Any], model: Any, **_: Any) -> None:
-        if model.name == "PutItem" and params["Item"]["sk"]["S"].startswith(keys.GROUP_STATE_SK_PREFIX):
-            seen.append(params["Item"]["sk"]["S"])
+        sk = (params.get("Item") or params.get("Key") or {}).get("sk", {}).get("S", "")
+        if model.name in ("PutItem", "UpdateItem") and sk.startswith(keys.GROUP_STATE_SK_PREFIX):
+            seen.append(sk)
 
     def attach(client: Any) -> None:
         if client.meta.service_model.service_name == "dynamodb":
-            client.meta.events.register(
-                "before-parameter-build.dynamodb.PutItem", on_call, unique_id="ack-on-pull"
-            )
+            for op in ("PutItem", "UpdateItem"):
+                client.meta.events.register(
+                    f"before-parameter-build.dynamodb.{op}", on_call, unique_id=f"ack-on-pull-{op}"
+                )
             attached.append(client)
 
     stop = aws.instrument(attach)
@@ -58,7 +60,10 @@ def _group_state_writes() -> Iterator[list[str]]:
     finally:
         stop()
         for client in attached:
-            client.meta.events.unregister("before-parameter-build.dynamodb.PutItem", unique_id="ack-on-pull")
+            for op in ("PutItem", "UpdateItem"):
+                client.meta.events.unregister(
+                    f"before-parameter-build.dynamodb.{op}", unique_id=f"ack-on-pull-{op}"
+                )
 
 
 def test_acks_ride_on_the_next_pull_in_one_state_write(api, queue):

@@ -44,6 +44,20 @@ def test_20000_messages_into_parquet_with_distinct_ids_and_no_backlog(spark, loc
 
 
 @pytest.mark.slow
+def test_a_64_shard_queue_is_read_to_the_last_message_including_a_handful_sent_last(spark, local, tmp_path):
+    """Issue 22: the job stops on the pulls' exact signal (every shard read), never on a sampled backlog
+    of 0: a few messages alone on some of 64 shards are read too."""
+    queue = local.new_queue(min_shards=64, max_shards=64)
+    sent = local.send(queue, 600)
+    sent += [local.client.send(queue, {"n": f"last-{n}"})["message_ids"][0] for n in range(5)]
+    out = tmp_path / "out"
+    summary = pull_consumer.run(spark, job_args(local, queue, out, parallelism=2, round_messages=400))
+    ids = [r.id for r in spark.read.parquet(str(out)).select("id").collect()]
+    assert sorted(ids) == sorted(sent) and summary.messages == len(sent)
+    assert summary.backlog == 0 and local.client.pull(queue, batch_size=10).drained
+
+
+@pytest.mark.slow
 def test_killed_midway_and_rerun_loses_nothing_and_duplicates_only_unacked_rounds(spark, local, tmp_path):
     """The driver is SIGKILLed right after round 2's write committed and before its ack: the worst
     moment. The rerun writes round 2 again (its leases were never acked) and everything else once."""

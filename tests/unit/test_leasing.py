@@ -6,7 +6,7 @@ import json
 
 from sluice.codec import StoredMessage
 from sluice.engine.clock import Clock
-from sluice.engine.commit import GroupView
+from sluice.engine.commit import LaneView
 from sluice.engine.deadletter import DeadLetterSink
 from sluice.engine.groupstate import GroupState, Pending
 from sluice.engine.leasebook import Fresh, LeaseBook, Op, Outcome
@@ -87,27 +87,27 @@ def setup(
     return store, leaser, queue, at, now, sink
 
 
-def view(store: MemoryShardStore, at: ShardAddress) -> GroupView:
-    (v,), _ = store.read_states([at], ["default"])
-    return GroupView(at, v.head, v.states["default"])
+def view(store: MemoryShardStore, at: ShardAddress, lane: int = 0) -> LaneView:
+    read = store.read_lanes(at, "default", [lane], head=True)
+    return LaneView.of(at, "default", read.lanes[lane], read.cursor, read.head)
 
 
 def test_leasing_from_one_shard_commits_once_and_redelivers_after_the_lease() -> None:
     store, leaser, queue, at, now, sink = setup()
-    first = leaser.take(queue, view(store, at), "default", 2, 100, None)
+    first = leaser.take(queue, view(store, at), 2, 100, None)
     assert [d.seq for d in first] == [0, 1] and store.writes == 3  # allocate, batch, one state commit
-    assert [d.seq for d in leaser.take(queue, view(store, at), "default", 5, 100, None)] == [2]
+    assert [d.seq for d in leaser.take(queue, view(store, at), 5, 100, None)] == [2]
     now[0] += 150  # every lease ran out; max_retries 1: out of deliveries, to the dead letter queue
-    assert leaser.take(queue, view(store, at), "default", 5, 100, None) == []
+    assert leaser.take(queue, view(store, at), 5, 100, None) == []
     assert [m.body for m in sink.sent] == [b'"0"', b'"1"', b'"2"']
     assert view(store, at).state.pending == {}
 
 
 def test_a_missing_dead_letter_queue_keeps_the_message_pending_and_undelivered() -> None:
     store, leaser, queue, at, now, _sink = setup(dlq_exists=False)
-    leaser.take(queue, view(store, at), "default", 1, 100, None)
+    leaser.take(queue, view(store, at), 1, 100, None)
     now[0] += 150
-    again = leaser.take(queue, view(store, at), "default", 5, 100, None)
+    again = leaser.take(queue, view(store, at), 5, 100, None)
     assert [d.seq for d in again] == [1, 2]  # seq 0 is not delivered again
     pending = view(store, at).state.pending[0]
     assert not pending.leased and pending.attempts == 1 and pending.due_ms > now[0]
@@ -116,6 +116,18 @@ def test_a_missing_dead_letter_queue_keeps_the_message_pending_and_undelivered()
 def test_a_lost_race_decides_again_from_the_winners_state() -> None:
     store, leaser, queue, at, _now, _sink = setup()
     stale = view(store, at)
-    leaser.take(queue, view(store, at), "default", 2, 100, None)  # another puller commits first
-    got = leaser.take(queue, stale, "default", 2, 100, None)
+    leaser.take(queue, view(store, at), 2, 100, None)  # another puller commits first
+    got = leaser.take(queue, stale, 2, 100, None)
     assert [d.seq for d in got] == [2] and store.conflicts == 1  # never seq 0 or 1 twice
+
+
+def test_a_redelivery_never_commits_over_an_ack_recorded_after_the_lane_was_read() -> None:
+    store, leaser, queue, at, now, _sink = setup()
+    queue.settings.max_retries = 5
+    leaser.take(queue, view(store, at), 1, 100, None)  # seq 0 leased
+    now[0] += 150  # its lease ran out: the next pull would deliver it again
+    stale = view(store, at)
+    store.record_acks(at, "default", 0, frozenset({"0:1"}))  # its consumer acks it meanwhile (an ADD)
+    again = leaser.take(queue, stale, 5, 100, None)
+    assert 0 not in [d.seq for d in again] and store.conflicts == 1  # decided again, with the ack folded
+    assert 0 not in view(store, at).state.pending

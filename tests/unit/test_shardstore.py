@@ -12,6 +12,7 @@ from sluice.codec import StoredMessage
 from sluice.engine.groupstate import GroupState, Pending
 from sluice.engine.store import (
     AllocationRefused,
+    ClaimRefused,
     HeadCounts,
     HeadGuard,
     InlinePayload,
@@ -147,18 +148,55 @@ def test_floor_flush_marks_and_expiry(store: ShardStore) -> None:
     assert list(store.scan(AT, 0)) == []
 
 
-def test_group_state_commits_are_conditional_on_the_version(store: ShardStore) -> None:
+def test_lane_commits_are_conditional_on_the_version_and_fold_recorded_acks(store: ShardStore) -> None:
     state = GroupState(read=3, read_item=2, pending={1: Pending(item=0, due_ms=50, attempts=1, leased=True)})
-    store.commit_state(AT, "g", state, 0)
+    store.commit_lane(AT, "g", 0, state, 0, now_ms=1)
+    store.record_acks(AT, "g", 0, frozenset({"1:1"}))
     with pytest.raises(StateConflict) as lost:
-        store.commit_state(AT, "g", GroupState(read=9), 0)
+        store.commit_lane(AT, "g", 0, GroupState(read=9), 0, now_ms=1)
     winner = lost.value.winner
-    assert (winner.version, winner.read, winner.pending[1].due_ms) == (1, 3, 50)
-    store.commit_state(AT, "g", GroupState(read=4), 1)
-    (view,), unread = store.read_states([AT], ["g", "never"])
-    assert not unread and view.states["g"].read == 4 and view.states["g"].version == 2
-    assert view.states["never"].version == 0
+    assert (winner.state.version, winner.state.read, winner.acked) == (1, 3, frozenset({"1:1"}))
+    store.commit_lane(AT, "g", 0, GroupState(read=4), 1, folded=frozenset({"1:1"}), now_ms=1)
+    (view,), unread = store.read_groups([AT], ["g", "never"])
+    lane0 = view.groups["g"].lane0
+    assert not unread and (lane0.state.read, lane0.state.version, lane0.acked) == (4, 2, frozenset())
+    assert view.groups["never"].lane0.state.version == 0 and view.groups["g"].cursor is None
     store.put_state(AT, "h", GroupState(read=7))
-    assert set(store.read_every_state(AT).states) == {"g", "h"}
-    store.delete_state(AT, "h")
-    assert set(store.read_every_state(AT).states) == {"g"}
+    store.delete_group(AT, "h")
+    (view,), _ = store.read_groups([AT], ["h"])
+    assert view.groups["h"].lane0.state.version == 0
+
+
+def test_lanes_split_claim_without_overshoot_and_merge_back(store: ShardStore) -> None:
+    store.allocate(AT, 1_000, 1, COUNTS)
+    lane0 = GroupState(read=100, read_item=100, version=0)
+    assert not store.split(AT, "g", 4)  # lane 0 never committed: nothing to split from
+    store.commit_lane(AT, "g", 0, lane0, 0, now_ms=1)
+    assert store.split(AT, "g", 4) and not store.split(AT, "g", 4)
+    read = store.read_lanes(AT, "g", [2], head=True)
+    cursor = read.cursor
+    assert cursor is not None and (cursor.next, cursor.lanes, cursor.high) == (100, 4, 4)
+    assert store.claim(AT, "g", 2, 300, limit=1_000 - 300, seen_hi=None) == (100, 400)
+    with pytest.raises(ClaimRefused) as stale:  # the lane's previous claim is not the one seen
+        store.claim(AT, "g", 2, 300, limit=700, seen_hi=None)
+    assert stale.value.cursor is not None and stale.value.cursor.range_of(2) == (100, 400)
+    assert store.claim(AT, "g", 3, 500, limit=500, seen_hi=None) == (400, 900)
+    with pytest.raises(ClaimRefused):  # 900 + 200 would pass HEAD next (1,000)
+        store.claim(AT, "g", 1, 200, limit=800, seen_hi=None)
+    with pytest.raises(StateConflict):  # the split moved lane 0's version on
+        store.commit_lane(AT, "g", 0, lane0, 1, now_ms=1)
+    assert store.claim(AT, "g", 0, 100, limit=900, seen_hi=100) == (
+        900,
+        1_000,
+    )  # lane 0 claims like the others
+    (view,), _ = store.read_groups([AT], ["g"])
+    group = view.groups["g"]
+    assert group.cursor is not None and group.cursor.next == 1_000 and set(group.lanes) == {0, 1, 2, 3}
+    seen = group.cursor
+    assert store.set_lanes(AT, "g", 1, 1, seen) and not store.set_lanes(AT, "g", 2, 2, seen)
+    with pytest.raises(ClaimRefused):  # lane 2 no longer claims
+        store.claim(AT, "g", 2, 1, limit=10_000, seen_hi=400)
+    current = store.read_lanes(AT, "g", [], head=False)
+    assert current.cursor is not None
+    assert store.merge(AT, "g", GroupState(read=1_000), 2, current.cursor)
+    assert store.read_lanes(AT, "g", [], head=False).cursor is None

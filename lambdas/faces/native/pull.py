@@ -41,7 +41,10 @@ def pull(queue_name: str, body: Annotated[Pull, Body()]) -> Response[Envelope[Pu
     out: dict[str, Any] = {
         "messages": [native_message(d) for d in result.messages],
         "message_backlog_count": result.message_backlog_count,
+        "backlog_exact": result.backlog_exact,
     }
+    if result.backlog is not None:
+        out["backlog"] = result.backlog.model_dump()
     if result.ack is not None:
         out["ack"] = ack_answer(result.ack)
     return ok(out)

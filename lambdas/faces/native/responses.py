@@ -83,9 +83,17 @@ class Acked(Wire):
     warnings: list[Any]
 
 
+class BacklogSplit(Wire):
+    available: int
+    in_flight: int
+    delayed: int
+
+
 class Pulled(Wire):
     messages: list[NativeMessage]
     message_backlog_count: int
+    backlog_exact: bool = Field(description="true: the count (and `backlog`) is exact; false: an estimate")
+    backlog: BacklogSplit | None = None  # only when exact
     ack: Acked | None = None  # only when the pull carried acks
 
 
@@ -159,6 +167,7 @@ class Consumers(Wire):
 class Backlog(Wire):
     backlog_count: int
     backlog_bytes: int
+    available: int = Field(description="never delivered, or due again: deliverable now (exact)")
     in_flight: int
     delayed: int
     oldest_message_timestamp_ms: int | None

@@ -366,13 +366,13 @@ def queue_attributes(
 
 
 def visible_counts(metrics: dict[str, Any], group: str) -> dict[str, int]:
-    """SQS's three counts from a group's backlog figures: unacked = visible + in flight + delayed."""
+    """SQS's three counts from a group's exact backlog figures (issue 22): visible = available now (never
+    delivered, or due again), not visible = in flight, delayed; they add up to the unacked backlog."""
     figures = metrics["consumer_groups"][group] if "consumer_groups" in metrics else metrics
-    in_flight, delayed = int(figures["in_flight"]), int(figures["delayed"])
     return {
-        "visible": max(0, int(figures["backlog_count"]) - in_flight - delayed),
-        "in_flight": in_flight,
-        "delayed": delayed,
+        "visible": int(figures["available"]),
+        "in_flight": int(figures["in_flight"]),
+        "delayed": int(figures["delayed"]),
     }
 
 

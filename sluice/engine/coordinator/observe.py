@@ -64,13 +64,11 @@ def oldest_age_s(backend: Backend, queue: Queue, reads: list[ShardRead], now: in
     after the retries are left out of this pass's figure."""
     candidates = []
     for read in reads:
-        for group, st in read.states.items():
+        for group, lanes in read.groups.items():
             pending = read.backlog(group)
-            if pending <= 0:
-                continue
-            seq = st.ack_level
-            item = st.pending[seq].item if seq in st.pending else st.read_item
-            candidates.append((pending, read.address, item))
+            item = lanes.oldest_item(read.head.next, read.head.floor)
+            if pending > 0 and item is not None:
+                candidates.append((pending, read.address, item))
     candidates.sort(key=lambda x: -x[0])
     wanted: dict[tuple[str, int], tuple[ShardAddress, int]] = {}
     for _, at, item in candidates[:OLDEST_AGE_PAIRS]:

@@ -137,8 +137,9 @@ class Pusher:
             )
             batch += result.messages
             used += sum(pushed_size(d) for d in result.messages)
-            if not result.messages and not batch:
-                return batch  # nothing there: the worker stops, the coordinator starts one when needed
+            if not result.messages and not batch and result.backlog_exact:
+                # Proven empty (every shard read): the worker stops; the coordinator starts one when needed.
+                return batch
             if len(batch) >= consumer.max_batch_size or clock.monotonic() >= deadline:
                 break
             if remaining_ms() < STOP_MARGIN_MS:

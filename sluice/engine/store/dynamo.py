@@ -19,15 +19,18 @@ from sluice.codec import StoredMessage
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.groupstate import GroupState
+from sluice.engine.lanes import Cursor, GroupLanes, LaneState
 from sluice.engine.payloads import ItemMessages
 from sluice.engine.store.items import (
     Allocation,
     AllocationRefused,
     BatchItem,
+    ClaimRefused,
     Head,
     HeadCounts,
     HeadGuard,
     InlinePayload,
+    LaneRead,
     ObjectPayload,
     ShardAddress,
     ShardView,
@@ -80,10 +83,39 @@ def batch_item_of(item: Item) -> BatchItem:
 
 
 def state_of(item: Item | None) -> GroupState:
-    """A group state item decoded; absent: a group that never read this shard."""
-    if item is None:
+    """A lane's state decoded; absent (or only acks recorded on it): a lane that never read this shard."""
+    if item is None or keys.STATE_BLOB not in item:
         return GroupState()
     return GroupState.decode(bytes(item[keys.STATE_BLOB]), int(item[keys.STATE_VERSION]))
+
+
+def lane_of(lane: int, item: Item | None) -> LaneState:
+    item = item or {}
+    acked = item.get(keys.STATE_ACKED)
+    return LaneState(
+        lane,
+        state_of(item or None),
+        frozenset(acked or ()),
+        int(item.get(keys.STATE_AT, 0)),
+        int(item.get(keys.STATE_ACKS_ADDED, 0)),
+    )
+
+
+def cursor_of(item: Item | None) -> Cursor | None:
+    """Lane 0's cursor, None while the group reads the shard in one lane."""
+    if item is None or keys.CURSOR_NEXT not in item:
+        return None
+    ranges = {}
+    for attr, value in item.items():
+        if attr.startswith(keys.RANGE_LO) and attr[len(keys.RANGE_LO) :].isdigit():
+            lane = int(attr[len(keys.RANGE_LO) :])
+            ranges[lane] = (int(value), int(item.get(f"{keys.RANGE_HI}{lane}") or value))
+    return Cursor(
+        next=int(item[keys.CURSOR_NEXT]),
+        lanes=int(item.get(keys.CURSOR_LANES, 1)),
+        high=int(item.get(keys.CURSOR_HIGH, 1)),
+        ranges=ranges,
+    )
 
 
 class DynamoShardStore:
@@ -360,76 +392,274 @@ class DynamoShardStore:
             return message.body
         return self.backend.bucket_for(at.shard).get(message.overflow_key) or b""
 
-    # --- consumer-group states ----------------------------------------------------------------------------
+    # --- consumer groups, in lanes -----------------------------------------------------------------------
 
-    def read_states(
-        self, ats: Sequence[ShardAddress], groups: Sequence[str], *, partial: bool = False
+    def _lane_key(self, at: ShardAddress, group: str, lane: int) -> tuple[str, str]:
+        return keys.lane_partition(at.pk, lane), keys.group_state_sk(group)
+
+    def read_groups(
+        self,
+        ats: Sequence[ShardAddress],
+        groups: Sequence[str],
+        *,
+        partial: bool = False,
+        every_lane: bool = True,
     ) -> tuple[list[ShardView], list[ShardAddress]]:
-        per_call = max(1, MAX_BATCH_KEYS // (1 + len(groups)))
-        views: list[ShardView] = []
-        unread: list[ShardAddress] = []
-        for start in range(0, len(ats), per_call):
-            chunk = ats[start : start + per_call]
+        wanted = {
+            at.pk: (at, [(at.pk, keys.HEAD_SK), *(self._lane_key(at, g, 0) for g in groups)]) for at in ats
+        }
+        found, unread = self._read_keys(wanted, partial)
+        views = []
+        more: dict[str, tuple[ShardAddress, list[tuple[str, str]]]] = {}
+        for at in ats:
+            if at.pk in unread:
+                continue
+            items = found[at.pk]
+            view = ShardView(at, head_of(items.get((at.pk, keys.HEAD_SK))))
+            for g in groups:
+                zero = items.get(self._lane_key(at, g, 0))
+                cursor = cursor_of(zero)
+                view.groups[g] = GroupLanes(cursor, {0: lane_of(0, zero)})
+                if every_lane and cursor is not None and cursor.high > 1:
+                    extra = [self._lane_key(at, g, lane) for lane in range(1, cursor.high)]
+                    more.setdefault(at.pk, (at, []))[1].extend(extra)
+            views.append(view)
+        if more:
+            found_more, unread_more = self._read_keys(more, partial)
+            unread |= unread_more
+            for view in views:
+                at = view.address
+                for g, group in view.groups.items():
+                    if group.cursor is None or at.pk in unread_more:
+                        continue
+                    for lane in range(1, group.cursor.high):
+                        group.lanes[lane] = lane_of(
+                            lane, found_more.get(at.pk, {}).get(self._lane_key(at, g, lane))
+                        )
+            views = [v for v in views if v.address.pk not in unread_more]
+        return views, [at for at in ats if at.pk in unread]
+
+    def _read_keys(
+        self, wanted: dict[str, tuple[ShardAddress, list[tuple[str, str]]]], partial: bool
+    ) -> tuple[dict[str, dict[tuple[str, str], Item]], set[str]]:
+        """Consistent BatchGetItems (≤ 100 keys each), by shard partition: its items by key, and the
+        shards with a key still throttled after the retries (only with `partial`)."""
+        found: dict[str, dict[tuple[str, str], Item]] = {pk: {} for pk in wanted}
+        unread: set[str] = set()
+        flat = [(pk, self._table(at), key) for pk, (at, key_list) in wanted.items() for key in key_list]
+        for lo in range(0, len(flat), MAX_BATCH_KEYS):
             requests: dict[Table, list[tuple[str, str]]] = {}
-            for at in chunk:
-                requests.setdefault(self._table(at), []).extend(
-                    [(at.pk, keys.HEAD_SK), *((at.pk, keys.group_state_sk(g)) for g in groups)]
-                )
+            owner: dict[tuple[str, str, str], str] = {}
+            for pk, table, key in flat[lo : lo + MAX_BATCH_KEYS]:
+                requests.setdefault(table, []).append(key)
+                owner[(table.name, *key)] = pk
             if partial:
                 items, missed = batch_get_available(requests)
             else:
                 items, missed = batch_get_across(requests), set()
-            missed_pks = {(table_name, pk) for table_name, pk, _ in missed}
-            for at in chunk:
-                name = self._table(at).name
-                if (name, at.pk) in missed_pks:
-                    unread.append(at)
-                    continue
-                states = {g: state_of(items.get((name, at.pk, keys.group_state_sk(g)))) for g in groups}
-                views.append(ShardView(at, head_of(items.get((name, at.pk, keys.HEAD_SK))), states))
-        return views, unread
+            unread.update(owner[k] for k in missed)
+            for k, item in items.items():
+                found[owner[k]][(k[1], k[2])] = item
+        return found, unread
 
-    def read_every_state(self, at: ShardAddress) -> ShardView:
-        # One Query: `G#…` sorts just before `HEAD`.
-        found = self._table(at).query(
-            at.pk, sk_from=keys.GROUP_STATE_SK_PREFIX, sk_to=keys.HEAD_SK, consistent=True
+    def read_lanes(
+        self, at: ShardAddress, group: str, lanes: Sequence[int], *, head: bool, cursor: bool = True
+    ) -> LaneRead:
+        wanted = sorted({0, *lanes} if cursor else set(lanes))
+        key_list = [self._lane_key(at, group, lane) for lane in wanted]
+        if head:
+            key_list.append((at.pk, keys.HEAD_SK))
+        found, _ = self._read_keys({at.pk: (at, key_list)}, partial=False)
+        items = found[at.pk]
+        zero = items.get(self._lane_key(at, group, 0))
+        return LaneRead(
+            head_of(items.get((at.pk, keys.HEAD_SK))) if head else None,
+            cursor_of(zero) if cursor else None,
+            {lane: lane_of(lane, items.get(self._lane_key(at, group, lane))) for lane in wanted},
         )
-        view = ShardView(at, Head())
-        for item in found:
-            sk = item[keys.SK]
-            if sk == keys.HEAD_SK:
-                view.head = head_of(item)
-            elif sk.startswith(keys.GROUP_STATE_SK_PREFIX):
-                view.states[sk[len(keys.GROUP_STATE_SK_PREFIX) :]] = state_of(item)
-        return view
 
-    def commit_state(self, at: ShardAddress, group: str, state: GroupState, old_version: int) -> None:
-        item = {
-            keys.PK: at.pk,
-            keys.SK: keys.group_state_sk(group),
-            keys.STATE_VERSION: old_version + 1,
-            keys.STATE_BLOB: state.encode(),
-        }
-        try:
-            if old_version == 0:
-                self._table(at).put(item, condition=keys.NEW_ITEM)
+    def commit_lane(
+        self,
+        at: ShardAddress,
+        group: str,
+        lane: int,
+        state: GroupState,
+        old_version: int,
+        *,
+        now_ms: int,
+        folded: frozenset[str] = frozenset(),
+        acks_added: int | None = None,
+    ) -> None:
+        names = {"#s": keys.STATE_BLOB, "#v": keys.STATE_VERSION, "#at": keys.STATE_AT}
+        values: dict[str, Any] = {":s": state.encode(), ":v1": old_version + 1, ":at": now_ms}
+        expression = "SET #s = :s, #v = :v1, #at = :at"
+        if old_version == 0:
+            condition = "attribute_not_exists(#v)"
+        else:
+            condition, values[":v"] = "#v = :v", old_version
+        if acks_added is not None:  # a redelivery: only if no ack was recorded since the lane was read
+            names["#an"] = keys.STATE_ACKS_ADDED
+            if acks_added:
+                condition, values[":an"] = f"{condition} AND #an = :an", acks_added
             else:
-                self._table(at).put(item, condition=f"{keys.STATE_VERSION} = :v", values={":v": old_version})
+                condition += " AND attribute_not_exists(#an)"
+        if lane == 0:
+            names["#rd"], values[":rd"] = keys.STATE_READ, state.read
+            expression += ", #rd = :rd"
+        if folded:
+            names["#ak"] = keys.STATE_ACKED
+            values[":ak"] = set(folded)
+            expression += " DELETE #ak :ak"
+        pk, sk = self._lane_key(at, group, lane)
+        try:
+            self._table(at).update(pk, sk, expression, condition=condition, names=names, values=values)
         except ConditionFailed as exc:
-            raise StateConflict(state_of(exc.item)) from exc
+            raise StateConflict(lane_of(lane, exc.item), cursor_of(exc.item) if lane == 0 else None) from exc
+
+    def claim(
+        self, at: ShardAddress, group: str, lane: int, count: int, *, limit: int, seen_hi: int | None
+    ) -> tuple[int, int]:
+        names = {
+            "#c": keys.CURSOR_NEXT,
+            "#n": keys.CURSOR_LANES,
+            "#lo": f"{keys.RANGE_LO}{lane}",
+            "#hi": f"{keys.RANGE_HI}{lane}",
+        }
+        values: dict[str, Any] = {":k": count, ":limit": limit, ":lane": lane}
+        # Every operand reads the item as it was before the update: lo and hi get the old cursor.
+        condition = "#c <= :limit AND #n > :lane AND "
+        if seen_hi is None:
+            condition += "attribute_not_exists(#hi)"
+        else:
+            condition += "#hi = :seen"
+            values[":seen"] = seen_hi
+        pk, sk = self._lane_key(at, group, 0)
+        try:
+            new = self._table(at).update(
+                pk,
+                sk,
+                "SET #lo = #c, #hi = #c + :k, #c = #c + :k",
+                condition=condition,
+                names=names,
+                values=values,
+                returns="UPDATED_NEW",
+            )
+        except ConditionFailed as exc:
+            raise ClaimRefused(cursor_of(exc.item)) from exc
+        # The claim is [old cursor, old cursor + count): read back from the cursor, which always moves
+        # (UPDATED_NEW may leave out an attribute whose value a SET did not change).
+        end = int((new or {})[keys.CURSOR_NEXT])
+        return end - count, end
+
+    def record_acks(self, at: ShardAddress, group: str, lane: int, records: frozenset[str]) -> None:
+        pk, sk = self._lane_key(at, group, lane)
+        self._table(at).update(
+            pk,
+            sk,
+            "ADD #ak :ak, #an :one",
+            names={"#ak": keys.STATE_ACKED, "#an": keys.STATE_ACKS_ADDED},
+            values={":ak": set(records), ":one": 1},
+        )
+
+    def split(self, at: ShardAddress, group: str, lanes: int) -> bool:
+        names = {
+            "#c": keys.CURSOR_NEXT,
+            "#n": keys.CURSOR_LANES,
+            "#h": keys.CURSOR_HIGH,
+            "#lo": f"{keys.RANGE_LO}0",
+            "#hi": f"{keys.RANGE_HI}0",
+            "#rd": keys.STATE_READ,
+            "#v": keys.STATE_VERSION,
+        }
+        # The cursor starts at lane 0's read level as stored at this moment (every operand reads the item
+        # before the update), whatever its puller did meanwhile; and lane 0's version moves on, so a
+        # puller that read it before the split cannot commit over it. Never fails for contention.
+        pk, sk = self._lane_key(at, group, 0)
+        try:
+            self._table(at).update(
+                pk,
+                sk,
+                "SET #lo = #rd, #hi = #rd, #c = #rd, #n = :l, #h = :l ADD #v :one",
+                condition="attribute_not_exists(#c) AND attribute_exists(#rd)",
+                names=names,
+                values={":l": lanes, ":one": 1},
+            )
+        except ConditionFailed:
+            return False
+        return True
+
+    def set_lanes(self, at: ShardAddress, group: str, lanes: int, high: int, seen: Cursor) -> bool:
+        pk, sk = self._lane_key(at, group, 0)
+        try:
+            self._table(at).update(
+                pk,
+                sk,
+                "SET #n = :l, #h = :h",
+                condition="#n = :seen_l AND #h = :seen_h",
+                names={"#n": keys.CURSOR_LANES, "#h": keys.CURSOR_HIGH},
+                values={":l": lanes, ":h": high, ":seen_l": seen.lanes, ":seen_h": seen.high},
+            )
+        except ConditionFailed:
+            return False
+        return True
+
+    def merge(self, at: ShardAddress, group: str, lane0: GroupState, old_version: int, seen: Cursor) -> bool:
+        names = {
+            "#s": keys.STATE_BLOB,
+            "#v": keys.STATE_VERSION,
+            "#c": keys.CURSOR_NEXT,
+            "#n": keys.CURSOR_LANES,
+            "#h": keys.CURSOR_HIGH,
+            "#rd": keys.STATE_READ,
+        }
+        removed = ["#c", "#n", "#h"]
+        for lane in seen.ranges:
+            names[f"#lo{lane}"], names[f"#hi{lane}"] = f"{keys.RANGE_LO}{lane}", f"{keys.RANGE_HI}{lane}"
+            removed += [f"#lo{lane}", f"#hi{lane}"]
+        values: dict[str, Any] = {
+            ":s": lane0.encode(),
+            ":v1": old_version + 1,
+            ":c": seen.next,
+            ":rd": lane0.read,
+        }
+        if old_version == 0:
+            condition = "attribute_not_exists(#v)"
+        else:
+            condition, values[":v"] = "#v = :v", old_version
+        condition += " AND #c = :c"  # every claim moves the cursor: no lane gained work since `seen`
+        pk, sk = self._lane_key(at, group, 0)
+        try:
+            self._table(at).update(
+                pk,
+                sk,
+                f"SET #s = :s, #v = :v1, #rd = :rd REMOVE {', '.join(removed)}",
+                condition=condition,
+                names=names,
+                values=values,
+            )
+        except ConditionFailed:
+            return False
+        return True
 
     def put_state(self, at: ShardAddress, group: str, state: GroupState) -> None:
+        pk, sk = self._lane_key(at, group, 0)
         self._table(at).put(
             {
-                keys.PK: at.pk,
-                keys.SK: keys.group_state_sk(group),
+                keys.PK: pk,
+                keys.SK: sk,
                 keys.STATE_VERSION: max(1, state.version),
                 keys.STATE_BLOB: state.encode(),
             }
         )
 
-    def delete_state(self, at: ShardAddress, group: str) -> None:
-        self._table(at).delete(at.pk, keys.group_state_sk(group))
+    def delete_group(self, at: ShardAddress, group: str) -> None:
+        zero = self._table(at).get(*self._lane_key(at, group, 0))
+        cursor = cursor_of(zero)
+        high = (
+            1 if cursor is None else max([cursor.high, cursor.lanes, *(lane + 1 for lane in cursor.ranges)])
+        )
+        for lane in range(high):
+            self._table(at).delete(*self._lane_key(at, group, lane))
 
 
 def _counter_clause(counts: HeadCounts, names: dict[str, str], values: dict[str, Any]) -> str:

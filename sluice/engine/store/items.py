@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.engine import keys
-from sluice.engine.groupstate import GroupState
+from sluice.engine.lanes import Cursor, GroupLanes, LaneState
 from sluice.models import Queue, Shard
 
 
@@ -130,11 +130,21 @@ class Allocation:
 
 @dataclass
 class ShardView:
-    """One shard's HEAD and the states of the groups asked for, as stored (no floor applied)."""
+    """One shard's HEAD and the groups asked for, every lane that may hold work, as stored (no floor
+    applied)."""
 
     address: ShardAddress
     head: Head
-    states: dict[str, GroupState] = field(default_factory=dict)
+    groups: dict[str, GroupLanes] = field(default_factory=dict)
+
+
+@dataclass
+class LaneRead:
+    """Some lanes of one group on one shard, and lane 0's cursor (read with them); the HEAD when asked."""
+
+    head: Head | None
+    cursor: Cursor | None
+    lanes: dict[int, LaneState]
 
 
 class AllocationRefused(Exception):
@@ -152,8 +162,18 @@ class SlotTaken(Exception):
 
 
 class StateConflict(Exception):
-    """A group-state commit lost the race: `winner` is the state that is stored now."""
+    """A lane's commit lost the race: `winner` is the lane as stored now (`cursor` too, for lane 0)."""
 
-    def __init__(self, winner: GroupState) -> None:
+    def __init__(self, winner: LaneState, cursor: Cursor | None) -> None:
         super().__init__("group state changed")
         self.winner = winner
+        self.cursor = cursor
+
+
+class ClaimRefused(Exception):
+    """A claim did not apply (another claim of the lane won, the lanes were reduced, or the backlog
+    is smaller than the claim): `cursor` is the cursor as stored now (None: the lanes were merged)."""
+
+    def __init__(self, cursor: Cursor | None) -> None:
+        super().__init__("claim refused")
+        self.cursor = cursor

@@ -12,16 +12,19 @@ from typing import Any
 from sluice import codec
 from sluice.codec import StoredMessage
 from sluice.engine.groupstate import GroupState
+from sluice.engine.lanes import Cursor, GroupLanes, LaneState
 from sluice.engine.payloads import ItemMessages
 from sluice.engine.store.dynamo import TOMBSTONE_TTL_SECONDS
 from sluice.engine.store.items import (
     Allocation,
     AllocationRefused,
     BatchItem,
+    ClaimRefused,
     Head,
     HeadCounts,
     HeadGuard,
     InlinePayload,
+    LaneRead,
     ObjectPayload,
     ShardAddress,
     ShardView,
@@ -36,7 +39,7 @@ class _Partition:
     guards: dict[str, Any] = field(default_factory=dict)  # HeadGuard fields (open-stream attributes)
     firsts: list[int] = field(default_factory=list)  # sorted
     items: dict[int, BatchItem] = field(default_factory=dict)
-    states: dict[str, tuple[int, bytes]] = field(default_factory=dict)  # group -> (version, blob)
+    lanes: dict[tuple[str, int], _LaneItem] = field(default_factory=dict)  # (group, lane) -> its item
     overflow: dict[str, bytes] = field(default_factory=dict)
     objects: dict[str, bytes] = field(default_factory=dict)  # payload-tier objects
 
@@ -245,42 +248,145 @@ class MemoryShardStore:
             return message.body
         return self._part(at).overflow.get(message.overflow_key, b"")
 
-    # --- consumer-group states ----------------------------------------------------------------------------
+    # --- consumer groups, in lanes -----------------------------------------------------------------------
 
-    def _state(self, part: _Partition, group: str) -> GroupState:
-        stored = part.states.get(group)
-        return GroupState() if stored is None else GroupState.decode(stored[1], stored[0])
+    def _lane(self, at: ShardAddress, group: str, lane: int) -> _LaneItem:
+        return self._part(at).lanes.setdefault((group, lane), _LaneItem())
 
-    def read_states(
-        self, ats: Sequence[ShardAddress], groups: Sequence[str], *, partial: bool = False
+    def _view(self, at: ShardAddress, group: str, every_lane: bool = True) -> GroupLanes:
+        cursor = self._lane(at, group, 0).cursor()
+        count = 1 if cursor is None or not every_lane else cursor.high
+        lanes = {lane: self._lane(at, group, lane).typed(lane) for lane in range(count)}
+        return GroupLanes(cursor, lanes)
+
+    def read_groups(
+        self,
+        ats: Sequence[ShardAddress],
+        groups: Sequence[str],
+        *,
+        partial: bool = False,
+        every_lane: bool = True,
     ) -> tuple[list[ShardView], list[ShardAddress]]:
         with self._lock:
-            views = []
-            for at in ats:
-                part = self._part(at)
-                views.append(ShardView(at, part.head or Head(), {g: self._state(part, g) for g in groups}))
+            views = [
+                ShardView(
+                    at, self._part(at).head or Head(), {g: self._view(at, g, every_lane) for g in groups}
+                )
+                for at in ats
+            ]
             return views, []
 
-    def read_every_state(self, at: ShardAddress) -> ShardView:
+    def read_lanes(
+        self, at: ShardAddress, group: str, lanes: Sequence[int], *, head: bool, cursor: bool = True
+    ) -> LaneRead:
         with self._lock:
-            part = self._part(at)
-            return ShardView(at, part.head or Head(), {g: self._state(part, g) for g in part.states})
+            wanted = sorted({0, *lanes} if cursor else set(lanes))
+            return LaneRead(
+                (self._part(at).head or Head()) if head else None,
+                self._lane(at, group, 0).cursor() if cursor else None,
+                {lane: self._lane(at, group, lane).typed(lane) for lane in wanted},
+            )
 
-    def commit_state(self, at: ShardAddress, group: str, state: GroupState, old_version: int) -> None:
+    def commit_lane(
+        self,
+        at: ShardAddress,
+        group: str,
+        lane: int,
+        state: GroupState,
+        old_version: int,
+        *,
+        now_ms: int,
+        folded: frozenset[str] = frozenset(),
+        acks_added: int | None = None,
+    ) -> None:
         with self._lock:
-            part = self._part(at)
-            stored = part.states.get(group)
-            if (stored[0] if stored else 0) != old_version:
+            item = self._lane(at, group, lane)
+            if item.version != old_version or (acks_added is not None and item.added != acks_added):
                 self.conflicts += 1
-                raise StateConflict(self._state(part, group))
-            part.states[group] = (old_version + 1, state.encode())
+                raise StateConflict(item.typed(lane), item.cursor() if lane == 0 else None)
+            item.version, item.blob, item.last_ms = old_version + 1, state.encode(), now_ms
+            item.acked -= folded
             self.writes += 1
+
+    def claim(
+        self, at: ShardAddress, group: str, lane: int, count: int, *, limit: int, seen_hi: int | None
+    ) -> tuple[int, int]:
+        with self._lock:
+            zero = self._lane(at, group, 0)
+            current = zero.ranges.get(lane)
+            ok = zero.next is not None and zero.next <= limit and zero.lanes > lane
+            if not ok or (current[1] if current else None) != seen_hi:
+                self.conflicts += 1
+                raise ClaimRefused(zero.cursor())
+            assert zero.next is not None
+            zero.ranges[lane] = (zero.next, zero.next + count)
+            zero.next += count
+            self.writes += 1
+            return zero.ranges[lane]
+
+    def record_acks(self, at: ShardAddress, group: str, lane: int, records: frozenset[str]) -> None:
+        with self._lock:
+            item = self._lane(at, group, lane)
+            item.acked |= records
+            item.added += 1
+            self.writes += 1
+
+    def split(self, at: ShardAddress, group: str, lanes: int) -> bool:
+        with self._lock:
+            zero = self._lane(at, group, 0)
+            if zero.next is not None or zero.blob is None:
+                return False
+            read = GroupState.decode(zero.blob, zero.version).read
+            zero.next, zero.lanes, zero.high = read, lanes, lanes
+            zero.ranges[0] = (read, read)
+            zero.version += 1
+            return True
+
+    def set_lanes(self, at: ShardAddress, group: str, lanes: int, high: int, seen: Cursor) -> bool:
+        with self._lock:
+            zero = self._lane(at, group, 0)
+            if zero.next is None or (zero.lanes, zero.high) != (seen.lanes, seen.high):
+                return False
+            zero.lanes, zero.high = lanes, high
+            return True
+
+    def merge(self, at: ShardAddress, group: str, lane0: GroupState, old_version: int, seen: Cursor) -> bool:
+        with self._lock:
+            zero = self._lane(at, group, 0)
+            if zero.version != old_version or zero.next != seen.next:
+                return False
+            zero.version, zero.blob = old_version + 1, lane0.encode()
+            zero.next, zero.lanes, zero.high, zero.ranges = None, 1, 1, {}
+            return True
 
     def put_state(self, at: ShardAddress, group: str, state: GroupState) -> None:
         with self._lock:
-            self._part(at).states[group] = (max(1, state.version), state.encode())
+            zero = self._lane(at, group, 0)
+            zero.version, zero.blob = max(1, state.version), state.encode()
             self.writes += 1
 
-    def delete_state(self, at: ShardAddress, group: str) -> None:
+    def delete_group(self, at: ShardAddress, group: str) -> None:
         with self._lock:
-            self._part(at).states.pop(group, None)
+            lanes = self._part(at).lanes
+            for key in [k for k in lanes if k[0] == group]:
+                del lanes[key]
+
+
+@dataclass
+class _LaneItem:
+    version: int = 0
+    blob: bytes | None = None
+    acked: frozenset[str] = frozenset()
+    last_ms: int = 0
+    added: int = 0  # ADDs of ack records
+    next: int | None = None  # lane 0: the cursor (None: one lane)
+    lanes: int = 1
+    high: int = 1
+    ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def typed(self, lane: int) -> LaneState:
+        state = GroupState() if self.blob is None else GroupState.decode(self.blob, self.version)
+        return LaneState(lane, state, self.acked, self.last_ms, self.added)
+
+    def cursor(self) -> Cursor | None:
+        return None if self.next is None else Cursor(self.next, self.lanes, self.high, dict(self.ranges))

@@ -12,12 +12,14 @@ from typing import Protocol
 
 from sluice.codec import StoredMessage
 from sluice.engine.groupstate import GroupState
+from sluice.engine.lanes import Cursor
 from sluice.engine.store.items import (
     Allocation,
     BatchItem,
     Head,
     HeadCounts,
     HeadGuard,
+    LaneRead,
     ShardAddress,
     ShardView,
 )
@@ -131,27 +133,78 @@ class ShardStore(Protocol):
         """A message's whole body (one larger than an item allows lives in the segment bucket)."""
         ...
 
-    # --- consumer-group states ----------------------------------------------------------------------------
+    # --- consumer groups, in lanes (sluice.engine.lanes) --------------------------------------------------
 
-    def read_states(
-        self, ats: Sequence[ShardAddress], groups: Sequence[str], *, partial: bool = False
+    def read_groups(
+        self,
+        ats: Sequence[ShardAddress],
+        groups: Sequence[str],
+        *,
+        partial: bool = False,
+        every_lane: bool = True,
     ) -> tuple[list[ShardView], list[ShardAddress]]:
-        """HEADs and the groups' states, consistently; (views, shards left unread). Without `partial`,
-        keys still throttled after the retries raise `Throttled`; with it, their shards are returned
-        unread (a reader that can act on part of them)."""
+        """HEADs and the groups' lanes, consistently: lane 0 (with the cursor), then (`every_lane`) the
+        other lanes the cursor says may hold work. (views, shards left unread): without `partial`, keys
+        still throttled after the retries raise `Throttled`; with it, their shards are returned unread."""
         ...
 
-    def read_every_state(self, at: ShardAddress) -> ShardView:
-        """The HEAD and every group's state of one shard."""
+    def read_lanes(
+        self, at: ShardAddress, group: str, lanes: Sequence[int], *, head: bool, cursor: bool = True
+    ) -> LaneRead:
+        """`lanes` of one group on one shard, consistently; with `cursor` lane 0 too (its item holds the
+        cursor); the HEAD with `head`. Without `cursor`, `LaneRead.cursor` is None: unknown."""
         ...
 
-    def commit_state(self, at: ShardAddress, group: str, state: GroupState, old_version: int) -> None:
-        """Store `state` as version `old_version + 1` if `old_version` is still the stored one (0: none
-        stored yet); raises `StateConflict` with the stored state otherwise."""
+    def commit_lane(
+        self,
+        at: ShardAddress,
+        group: str,
+        lane: int,
+        state: GroupState,
+        old_version: int,
+        *,
+        now_ms: int,
+        folded: frozenset[str] = frozenset(),
+        acks_added: int | None = None,
+    ) -> None:
+        """Store the lane's `state` as version `old_version + 1` (stamped `now_ms`) if that is still the
+        stored one, dropping the ack records it `folded` in; with `acks_added` (a commit that redelivers),
+        only while no ack was recorded since the lane was read. Raises `StateConflict`."""
+        ...
+
+    def claim(
+        self, at: ShardAddress, group: str, lane: int, count: int, *, limit: int, seen_hi: int | None
+    ) -> tuple[int, int]:
+        """Take the next `count` unclaimed sequences for `lane` (lanes split): one write on lane 0's
+        item that never reaches past `limit + count` (the caller passes HEAD `next` - `count`) and holds
+        only while the lane's latest claim still ends at `seen_hi`. Raises `ClaimRefused`."""
+        ...
+
+    def record_acks(self, at: ShardAddress, group: str, lane: int, records: frozenset[str]) -> None:
+        """Record acks on the lane's item (an ADD to a set, and one to the count of such ADDs: never fails
+        a condition)."""
+        ...
+
+    def split(self, at: ShardAddress, group: str, lanes: int) -> bool:
+        """One lane → `lanes`: the cursor starts at lane 0's read level as stored (lane 0 keeps its pending
+        set; its version moves on, so no puller commits over the split). False when already split or
+        lane 0 never committed."""
+        ...
+
+    def set_lanes(self, at: ShardAddress, group: str, lanes: int, high: int, seen: Cursor) -> bool:
+        """How many lanes may claim / may hold work; False when the cursor's counts changed meanwhile."""
+        ...
+
+    def merge(self, at: ShardAddress, group: str, lane0: GroupState, old_version: int, seen: Cursor) -> bool:
+        """Back to one lane: lane 0 reads on from `lane0.read` (the caller saw every lane hold nothing and
+        nothing unclaimed, in `seen`); holds only while lane 0's version and the cursor are as seen (every
+        claim moves the cursor, so no lane gained work). False when anything changed meanwhile."""
         ...
 
     def put_state(self, at: ShardAddress, group: str, state: GroupState) -> None:
-        """Store `state` unconditionally (a group created at the shards' heads)."""
+        """Store lane 0's state unconditionally (a group created at the shards' heads)."""
         ...
 
-    def delete_state(self, at: ShardAddress, group: str) -> None: ...
+    def delete_group(self, at: ShardAddress, group: str) -> None:
+        """Every lane item of the group on the shard."""
+        ...

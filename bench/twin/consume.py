@@ -1,0 +1,150 @@
+"""The consume plane in the twin (issue 22): what an exact empty answer costs on an idle queue, pullers
+against a seeded backlog (throughput, lost races, write units per message), and the drain scenario.
+
+`python -m bench.twin.consume` measures all three and writes its own section of docs/performance.md
+(between CONSUME_START and CONSUME_END); `--quick` runs a smoke version that writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from bench.prices import RRU_PRICE
+from bench.twin.drain import drain
+from bench.twin.scenarios import pull_load
+from bench.twin.world import build
+
+OUT_NAME = "twin-consume.json"
+
+CONSUME_START = "<!-- twin-consume:start -->"
+CONSUME_END = "<!-- twin-consume:end -->"
+IDLE_SHARDS = (1, 32, 128)
+LONG_POLL_MS = 20_000
+
+
+def idle_poll_cost(shards: int) -> dict[str, Any]:
+    """Read units and calls of one empty wait-0 pull, and of one 20 s long-poll, on an idle queue."""
+    world = build()
+    engine = world.engine
+    engine.queues.create("idle", {"min_shards": shards, "max_shards": shards})
+    world.sim.now = 1.0
+    out: dict[str, Any] = {"shards": shards}
+    for name, wait_ms in (("empty", 0), ("long", LONG_POLL_MS)):
+        stats = world.dynamo.stats
+        stats.reset()
+        result: list[Any] = []
+
+        def poll(wait: int = wait_ms, into: list[Any] = result) -> None:
+            into.append(engine.consumer.pull("idle", group="default", batch_size=10, wait_ms=wait))
+
+        world.sim.spawn(name, poll)
+        world.sim.run_until(world.sim.now + wait_ms / 1000 + 5)
+        assert result and not result[0].messages and result[0].backlog_exact
+        out[name] = {
+            "rru": stats.rcu,
+            "wru": stats.wcu,
+            "calls": sum(stats.attempts.values()),
+            "usd": stats.rcu * RRU_PRICE,
+        }
+    return out
+
+
+def pullers(quick: bool) -> list[dict[str, Any]]:
+    """Closed-loop pull+ack pullers of one group on 32 shards: a 0.3 s warm-up (the lanes widen), then
+    0.5 virtual seconds measured, against a backlog that lasts through both."""
+    counts = (10, 100) if quick else (10, 100, 1000)
+    rows = []
+    for batch in (10, 100):
+        for n in counts:
+            backlog = int(min(400_000, max(20_000, n * batch * 60)))
+            rows.append(pull_load(n, batch, shards=32, seconds=0.5, backlog=backlog, warmup=0.3))
+            print(rows[-1], flush=True)
+    return rows
+
+
+def measure(quick: bool) -> dict[str, Any]:
+    started = time.time()
+    idle = [idle_poll_cost(s) for s in (IDLE_SHARDS[:2] if quick else IDLE_SHARDS)]
+    rows = pullers(quick)
+    backlog = 20_000 if quick else 1_000_000
+    drained = drain(100 if quick else 1_000, 100, 4, backlog, limit_s=60 if quick else 600)
+    return {"idle": idle, "pullers": rows, "drain": drained, "wall_s": time.time() - started}
+
+
+def report(result: dict[str, Any]) -> str:
+    lines = [CONSUME_START, "## Consume: exact emptiness and lanes (twin)", ""]
+    lines += [
+        "### The cost of an exact empty answer (idle queue, one group, strongly consistent reads)",
+        "",
+        "An empty answer reads every shard: HEAD + the group's lane 0 (one lane per shard at rest; split",
+        "lanes are merged back by the first empty survey). A long-poll repeats that read every 50, 100,",
+        "200, then 250 ms (`LONG_POLL_MAX_INTERVAL`) until a message comes or the wait ends.",
+        "",
+        "| shards | empty pull: RRU | calls | 20 s idle long-poll: RRU | calls | $ per empty pull "
+        "| $ per idle long-poll |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in result["idle"]:
+        e, lp = r["empty"], r["long"]
+        lines.append(
+            f"| {r['shards']} | {e['rru']:,.0f} | {e['calls']} | {lp['rru']:,.0f} | {lp['calls']} "
+            f"| {e['usd']:.7f} | {lp['usd']:.5f} |"
+        )
+    lines += [
+        "",
+        "### Pullers against a backlog (one group, 32 shards)",
+        "",
+        "0.3 virtual seconds of warm-up (lanes widen on lost races), then 0.5 s measured. Conflicts: failed",
+        "conditional writes of lane items over all lane writes; WRU/msg: every write unit of the window",
+        "(pull commits, claims, ack ADDs, splits) per acked message.",
+        "",
+        "| pullers | batch | pull+ack msg/s | conflicts | throttles | WRU/msg | RRU/msg | pull p50 ms "
+        "| pull p99 ms | lanes (max/shard) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in result["pullers"]:
+        lines.append(
+            f"| {r['pullers']:,} | {r['batch']} | {r['msgs_per_s']:,.0f} | {100 * r['conflict_share']:.1f} % "
+            f"| {100 * r['throttle_share']:.1f} % | {r['wcu_per_msg']:.4f} | {r['rcu_per_msg']:.3f} "
+            f"| {r['pull_p50_ms']:.0f} | {r['pull_p99_ms']:.0f} | {r['lanes']} |"
+        )
+    d = result["drain"]
+    drained = f"{d['drain_s']:.1f} s" if d["drain_s"] is not None else f"not drained in {d['limit_s']:.0f} s"
+    lines += [
+        "",
+        "### Drain: a backlog on few shards, many pullers, the coordinator on its tick",
+        "",
+        f"{d['backlog']:,} messages on {d['shards']} shards, {d['pullers']:,} pullers at batch {d['batch']}: "
+        f"{drained} ({d['acked']:,} acked; lost races {100 * d['conflict_share']:.1f} %, pull p99 "
+        f"{d['pull_p99_ms']:.0f} ms).",
+        "",
+        f"Wall time on this machine: {result['wall_s']:.0f} s.",
+        CONSUME_END,
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from bench.twin.__main__ import OUT, write_section
+
+    parser = argparse.ArgumentParser(prog="python -m bench.twin.consume")
+    parser.add_argument("--quick", action="store_true", help="short smoke run; does not write the docs")
+    parser.add_argument("--report-only", action="store_true", help="write the docs from saved results")
+    args = parser.parse_args(argv)
+    if args.report_only:
+        result = json.loads((OUT / OUT_NAME).read_text())
+    else:
+        result = measure(args.quick)
+        OUT.mkdir(parents=True, exist_ok=True)
+        (OUT / OUT_NAME).write_text(json.dumps(result))
+    section = report(result)
+    print(section)
+    if not args.quick:
+        write_section(section, CONSUME_START, CONSUME_END)
+
+
+if __name__ == "__main__":
+    main()

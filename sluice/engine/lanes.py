@@ -1,0 +1,255 @@
+"""A consumer group on one shard, in lanes: the arithmetic of the layout, pure (no storage, no clock).
+
+At rest a group has one lane on a shard: lane 0 reads the shard from its read level up to HEAD `next`,
+exactly the single group-state item of before (its item carries no cursor). Under contention the lanes
+are split (`Cursor`): every sequence below the cursor's `next` has been claimed by one lane as a range
+[lo, hi), and each lane reads only its own range, with its own read level and pending set, in its own
+item. A lane claims its next range from the cursor (kept on lane 0's item) when its range is read;
+claims never reach past HEAD `next`, so unclaimed = HEAD `next` - cursor `next`, exactly.
+
+A message is in exactly one of these places for a group, and moves only forward:
+unclaimed (>= cursor) → claimed and unread (in a lane's range, >= its read level) → pending in that
+lane (leased, delayed, waiting for its key) → done (acked, dead-lettered, purged, a gap, expired).
+So the backlog is a sum of exact terms, and an answer that finds every term 0 proves the group has
+nothing on the shard (see docs/design.md "Consume state in lanes").
+
+Acks are recorded on the lane's item as ranges `"<first>:<count>"` in a string set (an ADD, which
+never fails a condition); the next commit of the lane folds them into its pending set and DELETEs the
+ranges it folded. Until then a pending entry whose sequence is recorded there is done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from sluice.engine.groupstate import GroupState
+
+MAX_LANES = 32  # per group and shard: ~1,000 pullers over 32 shards need ~31 (docs/performance.md)
+MAX_CLAIM = 5_000  # sequences per claim: fewer claims, and a lane never holds much beyond its share
+CLAIM_BATCHES = 10  # a claim is at least this many of the puller's batches (when there are as many)
+LANE_BATCHES = 4  # lanes widen only while the unclaimed backlog gives every lane this many batches
+ITEM_SPAN = 100  # a batch item holds at most this many messages (MAX_BATCH_MESSAGES)
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """The claim cursor of a group on one shard (on lane 0's item): `next` is the first sequence no
+    lane has claimed; lanes [0, `lanes`) may claim; lanes [0, `high`) may hold work (a lane past
+    `lanes` drains what it holds and claims nothing more)."""
+
+    next: int
+    lanes: int
+    high: int
+    ranges: Mapping[int, tuple[int, int]] = field(default_factory=dict)  # lane -> its latest claim [lo, hi)
+
+    def range_of(self, lane: int) -> tuple[int, int]:
+        return self.ranges.get(lane, (self.next, self.next))
+
+
+@dataclass
+class LaneState:
+    """One lane's state, the acks recorded on its item but not folded into it yet, and when it was last
+    committed (ms; 0: never)."""
+
+    lane: int
+    state: GroupState
+    acked: frozenset[str] = frozenset()
+    last_ms: int = 0
+    acks_added: int = 0  # ADDs of ack records so far (a redelivering commit holds only while unchanged)
+
+    @property
+    def acked_seqs(self) -> set[int]:
+        return acked_seqs(self.acked)
+
+    def open_pending(self) -> dict[int, int]:
+        """Pending sequences not recorded as acked: seq -> 1 (a set with cheap membership)."""
+        done = self.acked_seqs
+        return {seq: 1 for seq in self.state.pending if seq not in done}
+
+
+@dataclass
+class GroupLanes:
+    """A group's state on one shard: the cursor (None: one unbounded lane) and the lanes read."""
+
+    cursor: Cursor | None
+    lanes: dict[int, LaneState]
+
+    @classmethod
+    def fresh(cls) -> GroupLanes:
+        return cls(None, {0: LaneState(0, GroupState())})
+
+    @property
+    def lane0(self) -> LaneState:
+        return self.lanes[0]
+
+    @property
+    def high(self) -> int:
+        return 1 if self.cursor is None else self.cursor.high
+
+    def bounds(self, lane: int, head_next: int) -> tuple[int, int]:
+        """[lo, hi) lane `lane` may read: its claimed range, or (one lane) everything up to `next`."""
+        if self.cursor is None:
+            return 0, head_next
+        return self.cursor.range_of(lane)
+
+    def read_level(self, lane: int, head_next: int) -> int:
+        """The lane's next sequence to read (its state's level moved into its current range)."""
+        lo, _hi = self.bounds(lane, head_next)
+        return max(self.lanes[lane].state.read, lo)
+
+    def unread(self, lane: int, head_next: int) -> int:
+        _lo, hi = self.bounds(lane, head_next)
+        return max(0, min(hi, head_next) - self.read_level(lane, head_next))
+
+    def unread_ranges(self, head_next: int, floor: int = 0) -> list[tuple[int, int]]:
+        """The sequences never read, as ranges in sequence order: the unclaimed backlog and each lane's
+        unread part of its range."""
+        out = []
+        if self.cursor is not None and self.unclaimed(head_next, floor):
+            out.append((max(self.cursor.next, floor), head_next))
+        for lane in self.lanes:
+            if self.unread(lane, head_next):
+                out.append(
+                    (self.read_level(lane, head_next), min(self.bounds(lane, head_next)[1], head_next))
+                )
+        return sorted(out)
+
+    def unclaimed(self, head_next: int, floor: int = 0) -> int:
+        if self.cursor is None:
+            return 0
+        return max(0, head_next - max(self.cursor.next, floor))
+
+    def figures(self, head_next: int, now_ms: int, floor: int = 0) -> Figures:
+        """Exact per shard: every message below `next` not done is in one of the terms."""
+        out = Figures(unread=self.unclaimed(head_next, floor))
+        for lane, ls in self.lanes.items():
+            out.unread += self.unread(lane, head_next)
+            done = ls.acked_seqs
+            for seq, p in ls.state.pending.items():
+                if seq in done:
+                    continue
+                if p.due_ms <= now_ms:
+                    out.due += 1
+                elif p.leased:
+                    out.in_flight += 1
+                else:
+                    out.delayed += 1
+        return out
+
+    def ack_level(self, head_next: int, floor: int = 0) -> int:
+        """Every sequence below it is done for this group on this shard."""
+        levels = [head_next] if self.cursor is None else [max(self.cursor.next, floor)]
+        for lane, ls in self.lanes.items():
+            if self.unread(lane, head_next):
+                levels.append(self.read_level(lane, head_next))
+            done = ls.acked_seqs
+            levels += [s for s in ls.state.pending if s not in done]
+        return min(levels)
+
+    def oldest_item(self, head_next: int, floor: int = 0) -> int | None:
+        """The first sequence of the batch item holding the ack level (or where to look for it)."""
+        level = self.ack_level(head_next, floor)
+        if level >= head_next:
+            return None
+        for ls in self.lanes.values():
+            if level in ls.state.pending:
+                return ls.state.pending[level].item
+            if ls.state.read == level:
+                return ls.state.read_item
+        return level  # a claim's first sequence: an item boundary when claims met one (else not found)
+
+    def apply_floor(self, floor: int) -> set[int]:
+        """What a purge removed, dropped from every lane read; the lanes whose state changed."""
+        changed = set()
+        for lane, ls in self.lanes.items():
+            if drop_below(ls.state, floor):
+                changed.add(lane)
+        return changed
+
+
+@dataclass
+class Figures:
+    unread: int = 0  # never delivered (claimed or not): available once visible
+    due: int = 0  # pending and deliverable now (a lease ran out, a retry's or a delay's time came)
+    in_flight: int = 0
+    delayed: int = 0
+
+    @property
+    def available(self) -> int:
+        return self.unread + self.due
+
+    @property
+    def backlog(self) -> int:
+        """Unacked messages, in flight and delayed included (the API's `backlog_count`)."""
+        return self.unread + self.due + self.in_flight + self.delayed
+
+    def leased(self, count: int) -> None:
+        """`count` available messages were leased since these figures were read: now in flight."""
+        due = min(count, self.due)
+        self.due -= due
+        self.unread = max(0, self.unread - (count - due))
+        self.in_flight += count
+
+    def scaled(self, factor: float) -> Figures:
+        """An estimate for `factor` times as many shards as these figures were read from."""
+        return Figures(*(round(v * factor) for v in (self.unread, self.due, self.in_flight, self.delayed)))
+
+    def add(self, other: Figures) -> None:
+        self.unread += other.unread
+        self.due += other.due
+        self.in_flight += other.in_flight
+        self.delayed += other.delayed
+
+
+def drop_below(state: GroupState, floor: int) -> bool:
+    """Drop what a purge removed: move the read level up to the floor, forget pending entries below it.
+    True when the state changed (a writer must commit it)."""
+    changed = False
+    if state.read < floor:
+        state.read = state.read_item = floor
+        changed = True
+    gone = [seq for seq in state.pending if seq < floor]
+    for seq in gone:
+        del state.pending[seq]
+    return changed or bool(gone)
+
+
+def claim_size(unclaimed: int, lanes: int, want: int) -> int:
+    """How much one claim takes: a lane's share of what is unclaimed, at least CLAIM_BATCHES batches,
+    at most MAX_CLAIM, and never more than there is (a claim costs a write: few, large ones)."""
+    share = -(-unclaimed // max(1, lanes))
+    return min(unclaimed, max(min(MAX_CLAIM, CLAIM_BATCHES * want), min(MAX_CLAIM, share)))
+
+
+def wider(lanes: int, unclaimed: int, want: int) -> int:
+    """The lane count after a lost race: as many as the unclaimed backlog can feed (LANE_BATCHES batches a
+    lane), up to MAX_LANES, at once (doubling took a lost race per step while pullers kept colliding);
+    the same count when it cannot grow."""
+    fed = unclaimed // max(1, LANE_BATCHES * want)
+    return max(lanes, min(MAX_LANES, fed))
+
+
+def ack_records(seqs: Iterable[int]) -> frozenset[str]:
+    """Sequences as `"<first>:<count>"` runs: the acks of one pull are a few strings, not a hundred."""
+    ordered = sorted(set(seqs))
+    runs: list[str] = []
+    start = prev = None
+    for seq in ordered:
+        if prev is not None and seq == prev + 1:
+            prev = seq
+            continue
+        if start is not None and prev is not None:
+            runs.append(f"{start}:{prev - start + 1}")
+        start = prev = seq
+    if start is not None and prev is not None:
+        runs.append(f"{start}:{prev - start + 1}")
+    return frozenset(runs)
+
+
+def acked_seqs(records: Iterable[str]) -> set[int]:
+    out: set[int] = set()
+    for record in records:
+        first, _, count = record.partition(":")
+        out.update(range(int(first), int(first) + int(count or 1)))
+    return out
