@@ -346,5 +346,6 @@ def pull_load(
         "pull_p99_ms": percentile(latencies, 99) * 1000,
         "lanes": max((c.lanes for c in lanes if c is not None), default=1),
         "failed_calls": dict(failures),
+        "throttled": {f"{op} {kind}": n for (op, kind), n in stats.throttles.most_common(6)},
         "pulls": len(latencies),
     }

@@ -35,7 +35,7 @@ from sluice.engine.queues import QueueDirectory
 from sluice.engine.regions import RegionBreaker, region_key
 from sluice.engine.shardlease import CarriedAcks, LaneKey, ShardLeaser, gone
 from sluice.engine.shardstate import ShardRead, ShardStateReader
-from sluice.engine.store import ShardAddress
+from sluice.engine.store import Head, ShardAddress
 from sluice.leases import Lease, LeaseSigner
 from sluice.models import AckResult, BacklogFigures, Delivery, LeasedBatch, Queue, Shard
 
@@ -167,6 +167,11 @@ class Consumer:
         self.planner.came_back(queue, group, empty=not pull.out)
         if carried:
             self._ack_rest(queue, carried)
+        if pull.paused and not pull.out:
+            # A HEAD's stamp said the queue was paused: answer as a container that knew it does (its
+            # carried acks applied first), whichever container this pull reached.
+            raise errors.QueuePaused(f"queue {queue_name!r} is paused; resume it to pull")
+        if carried:
             # acks the survey counted as in flight (applied after it, or now)
             pull.figures.in_flight = max(0, pull.figures.in_flight - carried.late[group])
         figures = pull.figures
@@ -189,6 +194,10 @@ class Consumer:
         if pull.carried:
             pull.carried.surveyed = False
         sticky = self.planner.sticky(queue, group, shards)
+        if sticky is not None and sticky.head is not None:
+            self._observe(pull, [(sticky.address.shard, sticky.head)])
+            if pull.paused:
+                return
         if sticky is not None:
             self._lease(pull, sticky, tried, own=True)
             if pull.full:
@@ -236,14 +245,16 @@ class Consumer:
         """`planner.survey`, observing the HEADs' map stamps: a HEAD stamped with a newer map makes the
         next pull read the new shards too, and one stamped with a pause stops this pull (`pull.paused`:
         nothing leased, no exact answer)."""
+        reads = self.planner.survey(pull.queue, shards, pull.group, every_lane=every_lane)
+        self._observe(pull, [(read.address.shard, read.head) for read in reads])
+        return reads
+
+    def _observe(self, pull: _Pull, heads: list[tuple[Shard, Head]]) -> None:
         queue = pull.queue
-        reads = self.planner.survey(queue, shards, pull.group, every_lane=every_lane)
-        for read in reads:
-            head = read.head
-            self.directory.observe_stamp(queue, read.address.shard, head.map_version, head.map_route)
+        for shard, head in heads:
+            self.directory.observe_stamp(queue, shard, head.map_version, head.map_route)
         if self.directory.get(queue.name).paused:  # a HEAD just said so (the stamp of a pause)
             pull.paused, pull.exact = True, False
-        return reads
 
     def _from_sample(self, pull: _Pull, shards: list[Shard], tried: set[tuple[int, int]]) -> bool:
         """Under load, a pull fills from a sample of the shards (as many reads as before the exact

@@ -74,7 +74,7 @@ class PullPlanner:
         shard = next((s for s in shards if kept and s.id == kept.shard), None)
         if kept is None or shard is None:
             return None
-        return self.lane(queue, shard, group, kept.lane)
+        return self.lane(queue, shard, group, kept.lane, head=True)
 
     def sample(
         self, queue: Queue, group: str, shards: Sequence[Shard], carried: CarriedAcks | None
@@ -104,13 +104,14 @@ class PullPlanner:
         if self._affinity().get(key) == Affinity(view.address.id, view.lane):
             del self._affinity()[key]
 
-    def lane(self, queue: Queue, shard: Shard, group: str, lane: int) -> LaneView:
+    def lane(self, queue: Queue, shard: Shard, group: str, lane: int, *, head: bool = False) -> LaneView:
         """One lane, read alone when the group's lanes on this shard were split when last seen (a lane
         inside its claimed range needs neither the cursor nor the HEAD; the leaser reads them when its
-        range is read); with lane 0's cursor and the HEAD otherwise (one lane reads up to HEAD next)."""
+        range is read); with lane 0's cursor and the HEAD otherwise (one lane reads up to HEAD next).
+        `head`: the HEAD in any case (a pull observes its map stamps: a pause stops it)."""
         at = ShardAddress.of(queue, shard)
         split = self._split.get((queue.name, group, shard.id), False)
-        read = self.store.read_lanes(at, group, [lane], head=not split, cursor=not split)
+        read = self.store.read_lanes(at, group, [lane], head=head or not split, cursor=not split)
         if not split:
             self._split[(queue.name, group, shard.id)] = read.cursor is not None
         return LaneView.of(at, group, read.lanes[lane], read.cursor, read.head, cursor_known=not split)

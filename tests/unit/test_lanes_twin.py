@@ -57,3 +57,18 @@ def test_many_pullers_split_the_lanes_and_every_message_is_acked_once() -> None:
     engine.publisher.publish("q", [OutgoingMessage(body=b'{"n": "late"}')])
     late = engine.consumer.pull("q", group="default", batch_size=10)
     assert [m.body for m in late.messages] == [b'{"n": "late"}'] and late.backlog_exact  # nothing re-read
+
+
+def test_an_empty_answer_reads_each_shard_once_and_an_idle_long_poll_is_bounded() -> None:
+    from bench.twin.consume import idle_poll_cost
+
+    cost = idle_poll_cost(32)  # HEAD + lane 0 of each shard, strongly consistent: 2 RRU a shard
+    assert cost["empty"]["rru"] == 64 and cost["empty"]["calls"] == 1 and cost["empty"]["wru"] == 0
+    assert cost["long"]["wru"] == 0 and cost["long"]["rru"] <= 64 * 85  # ≤ 4 polls a second for 20 s
+
+
+def test_quick_pullers_write_about_two_units_per_hundred_messages() -> None:
+    from bench.twin.scenarios import pull_load
+
+    row = pull_load(10, 100, shards=4, seconds=0.3, backlog=30_000, warmup=0.2)
+    assert row["msgs_per_s"] > 10_000 and row["wcu_per_msg"] < 0.03 and row["conflict_share"] < 0.05
