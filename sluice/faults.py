@@ -104,14 +104,19 @@ class _ClientHooks:
     def __init__(self) -> None:
         self._attached: list[Any] = []
         self._stop: Callable[[], None] | None = None
+        # Set by `stop`: a client a thread was making while it stopped may keep the hooks (attached
+        # after the detach loop); they must do nothing then, or a later test's calls fail.
+        self.stopped = False
 
     def start(self) -> Self:
         from sluice.adapters import aws
 
+        self.stopped = False
         self._stop = aws.instrument(self.attach)
         return self
 
     def stop(self) -> None:
+        self.stopped = True
         if self._stop:
             self._stop()
             self._stop = None
@@ -213,7 +218,7 @@ class FaultInjector(_ClientHooks):
         from botocore.awsrequest import AWSResponse
 
         _, service, operation = event_name.split(".", 2)
-        if self.operations is not None and operation not in self.operations:
+        if self.stopped or (self.operations is not None and operation not in self.operations):
             return None
         roll = self._roll()
         if roll < self.fraction:
@@ -243,6 +248,8 @@ class FaultInjector(_ClientHooks):
         if not getattr(self._local, "fail_after", False):
             return
         self._local.fail_after = False
+        if self.stopped:
+            return
         _, service, operation = event_name.split(".", 2)
         code = _ERRORS.get(service, _ERRORS["dynamodb"])[1][1]
         self._count(service, operation, f"{code}-after-apply")
@@ -281,7 +288,7 @@ class RegionOutage(_ClientHooks):
         def refuse(request: Any, **_kwargs: Any) -> None:
             from botocore.exceptions import EndpointConnectionError
 
-            if region in self.down:
+            if region in self.down and not self.stopped:
                 with self._lock:
                     self.refused[region] += 1
                 raise EndpointConnectionError(endpoint_url=request.url)

@@ -5,7 +5,7 @@ call audit of the test suite records them, and `make test` fails on a grant no c
 | function    | control table | shard tables | SSM shard maps        | S3 segment bucket                 |
 |-------------|---------------|--------------|-----------------------|-----------------------------------|
 | broker      | G P U D Q     | G P U D Q BG | get put delete        | get/put ovf pay                   |
-| consumer    | G P U Q       | G P U Q BG   | get (own region)      | get seg ovf pay; put ovf pay      |
+| consumer    | G U Q         | G P U Q BG   | get (own region)      | get seg ovf pay; put ovf pay      |
 | shard       | G P D Q       | G P U Q BW   | -                     | get/put/del seg; get/del/list pay |
 | coordinator | G P U Q       | U BG         | get put; delete (own) | -                                 |
 
@@ -74,8 +74,9 @@ def _ddb(*operations: str) -> tuple[str, ...]:
 CONTROL_ACTIONS: dict[str, tuple[str, ...]] = {
     # queue documents, tokens, push consumer configs, idempotency records (single region)
     c.FN_BROKER: _ddb("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query"),
-    # queue documents, token lookups, pull consumer registrations, a dead letter queue created again
-    c.FN_CONSUMER: _ddb("GetItem", "PutItem", "UpdateItem", "Query"),
+    # queue documents, token lookups, pull consumer registrations (the coordinator creates a dead letter
+    # queue again, never the consumer: no PutItem)
+    c.FN_CONSUMER: _ddb("GetItem", "UpdateItem", "Query"),
     # the segment index (written by flush, rewritten by compaction, pruned by retention), queue documents
     c.FN_SHARD: _ddb("GetItem", "PutItem", "DeleteItem", "Query"),
     # queue documents and shard maps, its lease and saved state, push worker slots

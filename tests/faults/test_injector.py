@@ -98,6 +98,21 @@ def test_stop_detaches(settings, raw_client):
     _put(raw_client, settings.control_table, "after-stop")
 
 
+def test_hooks_a_client_got_while_the_injector_stopped_do_nothing(settings, raw_client):
+    """A thread making a client while the injector stops can attach it after the detach loop: those
+    hooks must not fail later calls (they failed a later test's S3 listing in a full run)."""
+    injector = FaultInjector(1.0, applied_share=1.0)
+    injector.attach(raw_client)
+    injector.stop()
+    injector.attach(raw_client)  # the late attach of the racing thread
+    try:
+        _put(raw_client, settings.control_table, "after-a-late-attach")
+    finally:
+        injector.detach(raw_client)
+    assert _exists(raw_client, settings.control_table, "after-a-late-attach")
+    assert injector.injected == 0
+
+
 def test_crash_points_are_named_and_armed_one_at_a_time():
     assert len(set(faults.CRASH_POINTS)) == len(faults.CRASH_POINTS) == 7
     design = (Path(__file__).resolve().parents[2] / "docs" / "design.md").read_text()

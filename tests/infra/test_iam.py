@@ -76,7 +76,7 @@ def _refs(value: Any) -> set[str]:
 # What each function's code calls, table by table (the IAM call audit records it; stacks/access.py).
 CONTROL = {
     c.FN_BROKER: {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query"},
-    c.FN_CONSUMER: {"GetItem", "PutItem", "UpdateItem", "Query"},
+    c.FN_CONSUMER: {"GetItem", "UpdateItem", "Query"},
     c.FN_SHARD: {"GetItem", "PutItem", "DeleteItem", "Query"},
     c.FN_COORDINATOR: {"GetItem", "PutItem", "UpdateItem", "Query"},
 }
