@@ -31,10 +31,11 @@ Model, per call (each documented where it comes from):
 from __future__ import annotations
 
 import bisect
+import copy
 import math
 import random
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -60,6 +61,12 @@ class Latency:
 
     def sample(self, kb: float = 0.0) -> float:
         return self.median_s * math.exp(self.rng.gauss(0.0, self.sigma)) + kb * self.per_kb_s
+
+    def fresh(self) -> Latency:
+        """This model with a stream of its own, starting where this one stands: a module-level model (S3,
+        SSM) is shared by every World of the process, so a client that drew on it directly saw the draws
+        earlier Worlds left (a run's figures then depended on what ran before it)."""
+        return replace(self, rng=copy.deepcopy(self.rng))
 
 
 @dataclass

@@ -85,6 +85,7 @@ class TwinSsm:
         self.region = region
         self.network = network
         self.rng = rng or random.Random(17)
+        self.latency = SSM_LATENCY.fresh()
         self.params: dict[str, tuple[str, str]] = {}  # name -> (value, tier)
         self.read_bucket = _Bucket(READ_TPS * scale, READ_TPS * scale)
         self.put_bucket = _Bucket(PUT_TPS, PUT_TPS)
@@ -168,7 +169,7 @@ class TwinSsm:
         raise _error("ThrottlingException", operation, "Rate exceeded")
 
     def _latency(self) -> float:
-        own = SSM_LATENCY.sample()
+        own = self.latency.sample()
         if self.network is None:
             return own
         return own + self.network.rtt(getattr(self.sim.current, "region", None), self.region)

@@ -72,7 +72,7 @@ class TwinTable(Table):
 class _S3Client:
     def __init__(self, sim: Sim, latency: Latency = S3_STANDARD) -> None:
         self.sim = sim
-        self.latency = latency
+        self.latency = latency.fresh()
         self.objects: dict[str, bytes] = {}
         self.calls: list[tuple[str, float]] = []  # (operation, seconds waited)
 

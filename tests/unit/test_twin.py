@@ -4,6 +4,7 @@ capacity units follow DynamoDB's documented size rules."""
 
 from __future__ import annotations
 
+import random
 import uuid
 from typing import Any
 
@@ -198,14 +199,38 @@ def test_a_send_throttled_on_one_shard_moves_to_another_open_shard():
     assert world.dynamo.stats.throttles[("UpdateItem", "HEAD")] > 0
 
 
+def test_a_world_draws_as_if_it_were_the_first_of_the_process():
+    """A World's latencies are its own: SSM's and S3's models are module-level, and their shared stream
+    once made the quick step's figures depend on the twin tests that ran before it (11.3 % throttled
+    instead of 6.6 %)."""
+
+    def timings() -> list[float]:
+        random.seed(1)  # the engine's own choices (shards) use the global `random`
+        world = build()
+        world.engine.queues.create("q", {"min_shards": 2})  # writes the map to SSM
+        took: list[float] = []
+
+        def broker() -> None:  # a container's first send reads the map from SSM
+            for i in range(3):
+                t0 = world.sim.now
+                world.container().publisher.publish("q", [OutgoingMessage(body=b"m")])
+                world.engine.backend.bucket.put(f"k{i}", b"x")
+                took.append(world.sim.now - t0)
+
+        world.sim.spawn("broker", broker)
+        world.sim.run_until(5.0)
+        return took
+
+    first = timings()
+    assert len(first) == 3 and timings() == first
+
+
 # --- the control plane at scale (issue 23): quick versions of the documented scenarios --------------
 
 
 @pytest.fixture
 def seeded() -> None:
     """The engine picks shards with the global `random`: a quick scenario is the same run every time."""
-    import random
-
     random.seed(23)
 
 
@@ -217,10 +242,9 @@ def test_quick_step_is_absorbed_within_10_s_with_few_throttles_and_no_overshoot(
     result = publish_load(lambda t: 1_000 if t < at else 100_000, 25, sample=0.25, first_rule_at=5.0)
     took = absorbed(result, at)
     assert took is not None and took <= 10
-    # The issue's 10 % is the documented full-scale run's (7.7 %, docs/performance.md); this quick run
-    # stays under 10 % alone but gives 11.3 % after other twin tests of the process (after
-    # test_lanes_twin + the tests above: some state outlives a World, not yet found), so it checks 15 %.
-    assert throttled_share(result, slice(at, at + 10)) <= 0.15
+    # The issue's 10 %: 6.6 % here, in any test order (the run is seeded and a World shares no state
+    # with earlier ones: test_a_world_draws_as_if_it_were_the_first_of_the_process); full scale 7.7 %.
+    assert throttled_share(result, slice(at, at + 10)) <= 0.10
     assert max(result["shards"]) <= 2 * shards_needed(100_000)
     assert result["wakes"] >= 1  # a throttled broker started the coordinator, no minute was waited
 
