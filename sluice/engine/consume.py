@@ -29,6 +29,7 @@ from sluice.engine.deadletter import DeadLetterSink
 from sluice.engine.groupstate import GroupState
 from sluice.engine.lanes import Cursor, Figures, ack_records, acked_seqs, wider
 from sluice.engine.leasebook import LeaseBook, Op, Outcome
+from sluice.engine.longpoll import Watch
 from sluice.engine.publish import Publisher, message_id
 from sluice.engine.pullplan import BUSY_MS, PullPlanner
 from sluice.engine.queues import QueueDirectory
@@ -39,9 +40,12 @@ from sluice.engine.store import Head, ShardAddress
 from sluice.leases import Lease, LeaseSigner
 from sluice.models import AckResult, BacklogFigures, Delivery, LeasedBatch, Queue, Shard
 
-LONG_POLL_MAX_INTERVAL = 0.25  # seconds between the polls of a long-poll pull: ≤ 250 ms late, 1 read each
-# Every poll reads every shard (an exact answer): past this many shards the interval grows with them, so
-# an idle long-poll reads at most ~4 x 32 shards a second (docs/performance.md "Consume").
+LONG_POLL_MAX_INTERVAL = (
+    0.25  # seconds between the polls of a long-poll pull: a publish is seen ≤ 250 ms late
+)
+# Every poll reads every shard's HEAD (eventually consistent, `longpoll.Watch`; a survey of every lane
+# when one moved): past this many shards the interval grows with them, so an idle long-poll reads at
+# most ~4 x 32 HEADs a second (docs/design.md "Exact figures and an exact empty answer").
 LONG_POLL_SHARDS = 32
 
 
@@ -86,7 +90,8 @@ class Consumer:
         max_bytes: int = 0,
         acks: Sequence[str] | None = None,
     ) -> LeasedBatch:
-        """Lease up to `batch_size` messages; with `wait_ms`, wait for the first ones to arrive. With
+        """Lease up to `batch_size` messages; with `wait_ms`, wait for the first ones to arrive (between
+        surveys, `_wait` watches HEADs and lanes in flight cheaply; an empty answer is a survey's). With
         `size_of`, only as many as add up to `max_bytes` in the caller's encoding (see engine/budget.py):
         the rest are not leased. `acks` (lease ids) are applied as `ack` would, in the same state write
         as the pull's on the shards it touches: one write instead of two (`result.ack` tells how)."""
@@ -103,7 +108,7 @@ class Consumer:
         acked = None
         while True:
             budget = ByteBudget(max_bytes, size_of) if size_of else None
-            result = self._pull_once(
+            result, watch = self._pull_once(
                 queue_name, group, batch_size, visibility_ms, budget, carried, remote_until
             )
             remote_until = deadline
@@ -112,8 +117,38 @@ class Consumer:
             result.ack = acked
             if result.messages or clock.monotonic() >= deadline:
                 return result
-            clock.sleep(min(delay, max(0.0, deadline - clock.monotonic())))
+            delay = self._wait(queue_name, watch, deadline, delay, longest)
+
+    def _wait(
+        self, queue_name: str, watch: Watch | None, deadline: float, delay: float, longest: float
+    ) -> float:
+        """Sleep until the next survey: one poll interval, or, after a survey that found nothing
+        available (`watch`), until a HEAD or a lane in flight moves, a pending entry comes due or the
+        wait ends, with one cheap read a poll interval. Returns the next interval."""
+        clock = self.clock
+        while True:
+            pause = min(delay, max(0.0, deadline - clock.monotonic()))
+            if watch is not None:
+                pause = min(pause, max(0.0, (watch.due_ms - clock()) / 1000))
+            clock.sleep(pause)
             delay = min(delay * 2, longest)
+            if watch is None or clock.monotonic() >= deadline or self._moved(queue_name, watch, deadline):
+                return delay
+
+    def _moved(self, queue_name: str, watch: Watch, deadline: float) -> bool:
+        """`watch.moved`, on the shards the queue has now; another region's are left out when its worst
+        case would end past the deadline (as a survey leaves them out). A read that fails: survey."""
+        queue = self.directory.get(queue_name)
+        if queue.paused or {s.id for s in queue.readable_shards} != watch.shards:
+            return True  # the document changed meanwhile: survey what it says now
+        skip: frozenset[int] = frozenset()
+        if self.clock.monotonic() + aws.REMOTE_CALL_SECONDS > deadline:
+            local = (None, self.backend.region)
+            skip = frozenset(s.id for s in queue.readable_shards if region_key(self.backend, s) not in local)
+        try:
+            return watch.moved(self.store, self.clock(), skip=skip)
+        except (errors.DependencyUnavailable, errors.Throttled):
+            return True  # the survey decides (its breaker skips a region out of reach)
 
     def _pull_once(
         self,
@@ -124,7 +159,9 @@ class Consumer:
         budget: ByteBudget | None,
         carried: CarriedAcks | None = None,
         remote_until: float = float("inf"),
-    ) -> LeasedBatch:
+    ) -> tuple[LeasedBatch, Watch | None]:
+        """One poll: the answer, and what to watch until the next poll when it proved nothing available
+        (exact, every readable shard surveyed)."""
         queue = self.directory.get(queue_name)
         if queue.paused or group not in queue.groups:
             # The cached document may lag a resume or a new group: confirm with the control item (rare).
@@ -175,6 +212,9 @@ class Consumer:
             # acks the survey counted as in flight (applied after it, or now)
             pull.figures.in_flight = max(0, pull.figures.in_flight - carried.late[group])
         figures = pull.figures
+        proved_empty = exact and not pull.out and not figures.available
+        every_shard = pull.surveyed.keys() == {s.id for s in queue.readable_shards}
+        watch = Watch.after(pull.surveyed.values(), group) if proved_empty and every_shard else None
         return LeasedBatch(
             messages=pull.out,
             message_backlog_count=figures.backlog,  # unacked, in flight included
@@ -184,7 +224,7 @@ class Consumer:
             )
             if exact
             else None,
-        )
+        ), watch
 
     def _pull_region(self, pull: _Pull, shards: list[Shard]) -> None:
         """Lease from one region's `shards`, as `pullplan` orders the places to look; the region's figures
@@ -247,6 +287,7 @@ class Consumer:
         nothing leased, no exact answer)."""
         reads = self.planner.survey(pull.queue, shards, pull.group, every_lane=every_lane)
         self._observe(pull, [(read.address.shard, read.head) for read in reads])
+        pull.surveyed.update((read.shard.id, read) for read in reads)
         return reads
 
     def _observe(self, pull: _Pull, heads: list[tuple[Shard, Head]]) -> None:
@@ -561,6 +602,7 @@ class _Pull:
     figures: Figures = field(default_factory=Figures)
     exact: bool = True
     paused: bool = False  # a HEAD's stamp said the queue was paused meanwhile: lease nothing more
+    surveyed: dict[int, ShardRead] = field(default_factory=dict)  # the latest read of each shard, by id
 
     @property
     def want(self) -> int:
