@@ -106,41 +106,51 @@ class Consumer:
         carried = None if acks is None else self._carry(queue, acks)
         longest = LONG_POLL_MAX_INTERVAL * max(1.0, len(queue.readable_shards) / LONG_POLL_SHARDS)
         acked = None
+        watch: Watch | None = None
+        moved: frozenset[int] | None = None  # survey only these shards (None: every shard)
         while True:
+            if clock.monotonic() >= deadline:
+                moved = None  # the answer at the end of the wait is a survey of every shard
             budget = ByteBudget(max_bytes, size_of) if size_of else None
             result, watch = self._pull_once(
-                queue_name, group, batch_size, visibility_ms, budget, carried, remote_until
+                queue_name, group, batch_size, visibility_ms, budget, carried, remote_until, watch, moved
             )
             remote_until = deadline
             if carried is not None:
                 acked, carried = carried.result(), None  # applied once: the polls that follow only pull
             result.ack = acked
-            if result.messages or clock.monotonic() >= deadline:
+            if result.messages or (moved is None and clock.monotonic() >= deadline):
                 return result
-            delay = self._wait(queue_name, watch, deadline, delay, longest)
+            delay, moved = self._wait(queue_name, watch, deadline, delay, longest)
 
     def _wait(
         self, queue_name: str, watch: Watch | None, deadline: float, delay: float, longest: float
-    ) -> float:
-        """Sleep until the next survey: one poll interval, or, after a survey that found nothing
-        available (`watch`), until a HEAD or a lane in flight moves, a pending entry comes due or the
-        wait ends, with one cheap read a poll interval. Returns the next interval."""
+    ) -> tuple[float, frozenset[int] | None]:
+        """Sleep until the next survey: one poll interval, or, with a `watch` (the shards' last surveys
+        found nothing available), until shards move, with one cheap read a poll interval (and at the
+        earliest due time). (The next interval, the shards to survey: None for every shard.)"""
         clock = self.clock
         while True:
             pause = min(delay, max(0.0, deadline - clock.monotonic()))
             if watch is not None:
-                pause = min(pause, max(0.0, (watch.due_ms - clock()) / 1000))
+                pause = min(pause, max(0.0, (watch.next_due_ms - clock()) / 1000))
             clock.sleep(pause)
             delay = min(delay * 2, longest)
-            if watch is None or clock.monotonic() >= deadline or self._moved(queue_name, watch, deadline):
-                return delay
+            if watch is None or clock.monotonic() >= deadline:
+                return delay, None
+            moved = self._moved(queue_name, watch, deadline)
+            if moved is None or moved == watch.shards:
+                return delay, None
+            if moved:
+                return delay, moved
 
-    def _moved(self, queue_name: str, watch: Watch, deadline: float) -> bool:
-        """`watch.moved`, on the shards the queue has now; another region's are left out when its worst
-        case would end past the deadline (as a survey leaves them out). A read that fails: survey."""
+    def _moved(self, queue_name: str, watch: Watch, deadline: float) -> frozenset[int] | None:
+        """`watch.moved`, or None (survey every shard) when the queue's document changed or a read
+        failed; another region's shards are left out when its worst case would end past the deadline
+        (as a survey leaves them out)."""
         queue = self.directory.get(queue_name)
         if queue.paused or {s.id for s in queue.readable_shards} != watch.shards:
-            return True  # the document changed meanwhile: survey what it says now
+            return None  # the document changed meanwhile: survey what it says now
         skip: frozenset[int] = frozenset()
         if self.clock.monotonic() + aws.REMOTE_CALL_SECONDS > deadline:
             local = (None, self.backend.region)
@@ -148,7 +158,7 @@ class Consumer:
         try:
             return watch.moved(self.store, self.clock(), skip=skip)
         except (errors.DependencyUnavailable, errors.Throttled):
-            return True  # the survey decides (its breaker skips a region out of reach)
+            return None  # the survey decides (its breaker skips a region out of reach)
 
     def _pull_once(
         self,
@@ -159,9 +169,12 @@ class Consumer:
         budget: ByteBudget | None,
         carried: CarriedAcks | None = None,
         remote_until: float = float("inf"),
+        watch: Watch | None = None,
+        moved: frozenset[int] | None = None,
     ) -> tuple[LeasedBatch, Watch | None]:
-        """One poll: the answer, and what to watch until the next poll when it proved nothing available
-        (exact, every readable shard surveyed)."""
+        """One poll of every readable shard, or of the `moved` ones only (those `watch` saw move; the
+        answer is then an estimate, the other shards' figures as `watch` saw them). The answer, and
+        what to watch until the next poll when every shard's last survey found nothing available."""
         queue = self.directory.get(queue_name)
         if queue.paused or group not in queue.groups:
             # The cached document may lag a resume or a new group: confirm with the control item (rare).
@@ -174,7 +187,10 @@ class Consumer:
             queue, group, batch_size, visibility_ms or queue.settings.visibility_timeout_ms, budget, carried
         )
         answered = skipped = 0
-        for index, (region, shards) in enumerate(self.planner.regions(queue)):
+        for index, (region, every) in enumerate(self.planner.regions(queue)):
+            shards = every if moved is None else [s for s in every if s.id in moved]
+            if not shards:
+                continue
             if pull.paused:
                 break
             if index and pull.full:
@@ -212,9 +228,10 @@ class Consumer:
             # acks the survey counted as in flight (applied after it, or now)
             pull.figures.in_flight = max(0, pull.figures.in_flight - carried.late[group])
         figures = pull.figures
-        proved_empty = exact and not pull.out and not figures.available
-        every_shard = pull.surveyed.keys() == {s.id for s in queue.readable_shards}
-        watch = Watch.after(pull.surveyed.values(), group) if proved_empty and every_shard else None
+        following = self._next_watch(queue, pull, exact, watch, moved)
+        if moved is not None and watch is not None:
+            exact = False  # the other shards as surveyed before: an estimate
+            figures.add(watch.figures(self.clock(), without=moved))
         return LeasedBatch(
             messages=pull.out,
             message_backlog_count=figures.backlog,  # unacked, in flight included
@@ -224,7 +241,22 @@ class Consumer:
             )
             if exact
             else None,
-        ), watch
+        ), following
+
+    @staticmethod
+    def _next_watch(
+        queue: Queue, pull: _Pull, exact: bool, watch: Watch | None, moved: frozenset[int] | None
+    ) -> Watch | None:
+        """What to watch after this poll: every readable shard's latest survey, when each found nothing
+        available (this poll's surveys, exact, and for the shards it did not read `watch`'s)."""
+        if not exact or pull.out or pull.figures.available:
+            return None
+        if moved is None:
+            every = pull.surveyed.keys() == {s.id for s in queue.readable_shards}
+            return Watch.of(pull.surveyed, pull.group) if every else None
+        if watch is None or not moved <= pull.surveyed.keys():
+            return None
+        return watch.updated(pull.surveyed)
 
     def _pull_region(self, pull: _Pull, shards: list[Shard]) -> None:
         """Lease from one region's `shards`, as `pullplan` orders the places to look; the region's figures

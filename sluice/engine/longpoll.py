@@ -1,72 +1,96 @@
-"""What a long-poll watches between its exact surveys: cheap reads that tell when to survey again.
+"""What a long-poll watches between its surveys: cheap reads that tell where to survey again.
 
 An exact empty answer rests on a strongly consistent read of every HEAD and every lane (`pullplan`):
 2 read units a shard. Repeating it every poll interval made an idle long-poll cost 5,248 RRU per 20 s
-on 32 shards. Once a survey proved nothing available (an exact answer: no unread message, nothing due),
-a message can become deliverable only in one of these ways, each seen without surveying:
+on 32 shards. Once a survey proved nothing available on a shard (no unread message, nothing due), a
+message becomes deliverable there only in one of these ways, each seen without surveying:
 
-- a publish (a redrive too: it publishes) moves a HEAD's `next`; a purge moves its floor; a pause, a
-  group's deletion, new shards or another map change stamp the HEADs with a newer map version;
+- a publish (a redrive too: it publishes) moves the HEAD's `next`; a purge moves its floor;
 - a lease runs out, or a delay or a retry's delay comes due, at a time the survey read (`due_ms`);
 - a retry or nack by another consumer commits a lane that held a lease in flight: its version moves.
   A lane with nothing in flight has no lease to retry; it gains one only from a message that was
-  available, which moved a HEAD or came due first.
+  available, which moved the HEAD or came due first;
+- and for the queue: a pause, a group's deletion, new shards or another map change stamp the HEADs
+  with a newer map version.
 
 So between surveys a long-poll reads, eventually consistently (half the units), the HEADs and the items
-of the lanes with leases in flight, and surveys again (strongly consistent, as before) when one moved,
-when `due_ms` passed, or when the wait ends: every empty answer is still a survey's.
+of the lanes with leases in flight, and surveys again (strongly consistent) the shards that moved, or
+every shard when the map moved, and always at the end of the wait: every empty answer is a survey's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sluice.engine.lanes import Figures
 from sluice.engine.shardstate import NEVER, ShardRead
-from sluice.engine.store import Head, LaneAddress, ShardAddress, ShardStore
+from sluice.engine.store import Head, LaneAddress, ShardStore
 
 
 @dataclass(frozen=True)
 class Watch:
-    """What one survey that found nothing available saw, and how to tell it no longer holds."""
+    """Each shard's latest survey (strongly consistent, nothing available in it) and how to tell that
+    it no longer holds."""
 
-    heads: list[tuple[ShardAddress, Head]]
+    group: str
+    reads: dict[int, ShardRead]  # by shard id
     in_flight: list[tuple[LaneAddress, int]]  # the lanes holding leases in flight, version surveyed
-    due_ms: int  # the earliest time a pending entry comes due (NEVER: none pending)
+    due_ms: dict[int, int]  # by shard id: the earliest time a pending entry comes due (NEVER: none)
 
     @classmethod
-    def after(cls, reads: Iterable[ShardRead], group: str) -> Watch:
-        heads: list[tuple[ShardAddress, Head]] = []
+    def of(cls, reads: Mapping[int, ShardRead], group: str) -> Watch:
         in_flight: list[tuple[LaneAddress, int]] = []
-        due_ms = NEVER
-        for read in reads:
-            heads.append((read.address, read.head))
+        due_ms: dict[int, int] = {}
+        for shard, read in reads.items():
+            due_ms[shard] = NEVER
             for lane, ls in read.groups[group].lanes.items():
                 done = ls.acked_seqs
                 pending = [p for seq, p in ls.state.pending.items() if seq not in done]
                 if any(p.leased for p in pending):
                     in_flight.append((LaneAddress(read.address, group, lane), ls.state.version))
-                due_ms = min([due_ms, *(p.due_ms for p in pending)])
-        return cls(heads, in_flight, due_ms)
+                due_ms[shard] = min([due_ms[shard], *(p.due_ms for p in pending)])
+        return cls(group, dict(reads), in_flight, due_ms)
+
+    def updated(self, reads: Mapping[int, ShardRead]) -> Watch:
+        """This watch with newer surveys of some shards (which found nothing available either)."""
+        return Watch.of({**self.reads, **reads}, self.group)
 
     @property
-    def shards(self) -> set[int]:
-        return {at.id for at, _ in self.heads}
+    def shards(self) -> frozenset[int]:
+        return frozenset(self.reads)
 
-    def moved(self, store: ShardStore, now_ms: int, *, skip: frozenset[int] = frozenset()) -> bool:
-        """True when a survey may find something the last one did not: a pending entry came due, or a
-        HEAD or a watched lane moved on (one eventually consistent read of them; shards in `skip` are
-        not read). An item read older than surveyed is not a move: a lagging replica only delays it."""
-        if now_ms >= self.due_ms:
-            return True
-        heads = [(at, head) for at, head in self.heads if at.id not in skip]
+    @property
+    def next_due_ms(self) -> int:
+        return min(self.due_ms.values(), default=NEVER)
+
+    def moved(self, store: ShardStore, now_ms: int, *, skip: frozenset[int] = frozenset()) -> frozenset[int]:
+        """The shards a survey may find something on now: those with a pending entry come due and those
+        whose HEAD or watched lane moved on (one eventually consistent read; shards in `skip` are not
+        read), every shard when a HEAD names a newer map. An item read older than surveyed is no move:
+        a lagging replica only delays one."""
+        out = {shard for shard, due in self.due_ms.items() if due <= now_ms}
+        ats = [read.address for shard, read in self.reads.items() if shard not in skip]
         lanes = [(ref, version) for ref, version in self.in_flight if ref.at.id not in skip]
-        now_heads, now_versions = store.glance([at for at, _ in heads], [ref for ref, _ in lanes])
-        return any(_moved(seen, now) for (_, seen), now in zip(heads, now_heads, strict=True)) or any(
-            now > seen for (_, seen), now in zip(lanes, now_versions, strict=True)
-        )
+        heads, versions = store.glance(ats, [ref for ref, _ in lanes])
+        for at, head in zip(ats, heads, strict=True):
+            seen = self.reads[at.id].head
+            if head.map_version > seen.map_version:
+                return self.shards
+            if _moved(seen, head):
+                out.add(at.id)
+        out.update(ref.at.id for (ref, seen), now in zip(lanes, versions, strict=True) if now > seen)
+        return frozenset(out)
+
+    def figures(self, now_ms: int, *, without: frozenset[int]) -> Figures:
+        """The backlog the surveys saw on the shards not in `without` (for an answer's estimate)."""
+        total = Figures()
+        for shard, read in self.reads.items():
+            if shard not in without:
+                total.add(read.figures(self.group, now_ms))
+        return total
 
 
 def _moved(seen: Head, now: Head) -> bool:
-    """A publish (`next`), a purge (`floor`) or a map change such as a pause (`map_version`)."""
-    return now.next > seen.next or now.floor > seen.floor or now.map_version > seen.map_version
+    """A publish (`next`) or a purge (`floor`)."""
+    return now.next > seen.next or now.floor > seen.floor

@@ -102,11 +102,12 @@ def test_a_pause_stamped_on_the_heads_ends_the_long_poll() -> None:
     assert at - paused[0] <= LATE
 
 
-def test_an_empty_answer_is_a_consistent_read_of_every_head_and_lane_after_cheap_watches() -> None:
-    """The watch reads HEADs (and the lanes with leases in flight) eventually consistent; the answer's
-    survey reads every HEAD and every lane consistently, last."""
-    world = build()
-    reads: list[tuple[bool, set[tuple[str, str]]]] = []  # each BatchGetItem: consistent, its keys
+Reads = list[tuple[bool, set[tuple[str, str]]]]  # each BatchGetItem: consistent, its (pk, sk) keys
+
+
+def spy_reads(world: World) -> Reads:
+    """From now on, record the keys and the consistency of every BatchGetItem."""
+    reads: Reads = []
     batch_get = world.dynamo.batch_get_item
 
     def spy(RequestItems: dict[str, Any]) -> dict[str, Any]:
@@ -115,7 +116,25 @@ def test_an_empty_answer_is_a_consistent_read_of_every_head_and_lane_after_cheap
         reads.append((consistent, {(k["pk"]["S"], k["sk"]["S"]) for r in requests for k in r["Keys"]}))
         return batch_get(RequestItems=RequestItems)
 
+    world.dynamo.batch_get_item = spy  # type: ignore[method-assign]
+    return reads
+
+
+def heads_of(world: World) -> set[tuple[str, str]]:
+    queue = world.engine.queues.get("q")
+    return {(keys.shard_partition("q", queue.incarnation, s.id), keys.HEAD_SK) for s in queue.shards}
+
+
+def lane_of(pk: str, lane: int = 0) -> tuple[str, str]:
+    return keys.lane_partition(pk, lane), keys.group_state_sk("default")
+
+
+def test_an_empty_answer_is_a_consistent_read_of_every_head_and_lane_after_cheap_watches() -> None:
+    """The watch reads HEADs (and the lanes with leases in flight) eventually consistent; the answer's
+    survey reads every HEAD and every lane consistently, last."""
+    world = build()
     split: list[ShardAddress] = []
+    spied: list[Reads] = []
 
     def lease_and_split(world: World) -> None:
         engine = world.container()
@@ -125,24 +144,63 @@ def test_an_empty_answer_is_a_consistent_read_of_every_head_and_lane_after_cheap
         for shard in queue.shards:  # lanes 1 and 2 on the shard that leased (lane 0 never wrote elsewhere)
             if engine.backend.store.split(ShardAddress.of(queue, shard), "default", 3):
                 split.append(ShardAddress.of(queue, shard))
-        world.dynamo.batch_get_item = spy  # type: ignore[method-assign]
+        spied.append(spy_reads(world))  # (the poller starts after this)
 
     answer, _ = long_poll(world, 2, lease_and_split)
+    reads = spied[0]
     assert isinstance(answer, LeasedBatch) and not answer.messages and answer.backlog_exact
     assert answer.backlog is not None and answer.backlog.in_flight == 20 and len(split) == 1
-    queue = world.engine.queues.get("q")
-    heads = {(keys.shard_partition("q", queue.incarnation, s.id), keys.HEAD_SK) for s in queue.shards}
-    lane = keys.group_state_sk("default")
-    in_flight = (keys.lane_partition(split[0].pk, 0), lane)
+    heads, pk = heads_of(world), split[0].pk
     watches = [found for consistent, found in reads if not consistent]
-    assert len(watches) > 20 and all(found == heads | {in_flight} for found in watches)
+    assert len(watches) > 20 and all(found == heads | {lane_of(pk)} for found in watches)
     last_watch = max(i for i, (consistent, _) in enumerate(reads) if not consistent)
-    survey = set().union(*(found for _, found in reads[last_watch + 1 :]))
     assert all(consistent for consistent, _ in reads[last_watch + 1 :])
-    every_lane = {(keys.lane_partition(split[0].pk, k), lane) for k in range(3)}
-    other = next(s for s in queue.shards if s.id != split[0].id)
-    lane0_other = (keys.shard_partition("q", queue.incarnation, other.id), lane)
-    assert survey == heads | every_lane | {lane0_other}
+    survey = set().union(*(found for _, found in reads[last_watch + 1 :]))
+    other = next(h[0] for h in heads if h[0] != pk)
+    assert survey == heads | {lane_of(pk, k) for k in range(3)} | {lane_of(other)}
+
+
+def test_a_move_is_surveyed_on_its_shard_only_and_the_answer_at_the_end_on_every_shard() -> None:
+    """A purge moves one shard's floor: that shard is surveyed again (it finds nothing); the empty
+    answer at the end of the wait is a survey of every shard."""
+    world = build()
+    spied: list[Reads] = []
+
+    def lease_then_purge(world: World) -> None:
+        engine = world.container()
+        engine.publisher.publish("q", [OutgoingMessage(body=b'{"n": %d}' % i) for i in range(5)])
+        engine.consumer.pull("q", group="default", batch_size=5, visibility_ms=60_000)
+        spied.append(spy_reads(world))
+        world.sim.sleep(3.0)
+        engine.operations.purge("q")
+
+    answer, _ = long_poll(world, 4, lease_then_purge)
+    assert isinstance(answer, LeasedBatch) and not answer.messages and answer.backlog_exact
+    assert answer.message_backlog_count == 0
+    surveys = [found for consistent, found in spied[0] if consistent]
+    heads = heads_of(world)
+    purged = {pk for pk, sk in surveys[1] if sk == keys.HEAD_SK}
+    assert len(surveys) == 3 and len(purged) == 1  # the first poll, the purged shard, the answer
+    assert surveys[0] == surveys[2] == heads | {lane_of(pk) for pk, _ in heads}
+
+
+def test_a_long_poll_that_finds_a_message_surveys_the_shard_it_landed_on() -> None:
+    """32 shards, a message 2 s into the wait: one survey of every shard, HEAD reads at half a unit a
+    shard each poll interval, then HEAD and lane of the one shard (before: a survey each interval)."""
+    world = build()
+    spied: list[Reads] = []
+
+    def publish_later(world: World) -> None:
+        spied.append(spy_reads(world))
+        world.sim.sleep(2.5)
+        world.container().publisher.publish("q", [OutgoingMessage(body=b'{"late": 1}')])
+
+    answer, _ = long_poll(world, 32, publish_later)
+    assert isinstance(answer, LeasedBatch) and len(answer.messages) == 1 and not answer.backlog_exact
+    assert answer.message_backlog_count == 1
+    surveys = [found for consistent, found in spied[0] if consistent]
+    assert [len(found) for found in surveys] == [16, 64, 2]  # (a container's first pull samples 8 first)
+    assert all(len(found) == 32 for consistent, found in spied[0] if not consistent)
 
 
 @pytest.mark.parametrize("shards", [1, 32])
