@@ -40,12 +40,10 @@ from sluice.engine.store import Head, ShardAddress
 from sluice.leases import Lease, LeaseSigner
 from sluice.models import AckResult, BacklogFigures, Delivery, LeasedBatch, Queue, Shard
 
-LONG_POLL_MAX_INTERVAL = (
-    0.25  # seconds between the polls of a long-poll pull: a publish is seen ≤ 250 ms late
-)
-# Every poll reads every shard's HEAD (eventually consistent, `longpoll.Watch`; a survey of every lane
-# when one moved): past this many shards the interval grows with them, so an idle long-poll reads at
-# most ~4 x 32 HEADs a second (docs/design.md "Exact figures and an exact empty answer").
+LONG_POLL_MAX_INTERVAL = 0.25  # seconds between the polls of a long-poll pull: a publish seen ≤ 250 ms late
+# Every poll reads every shard's HEAD (eventually consistent, `longpoll.Watch`; the shards that moved are
+# surveyed): past this many shards the interval grows with them, so an idle long-poll reads at most
+# ~4 x 32 HEADs a second (docs/design.md "A long-poll between its surveys").
 LONG_POLL_SHARDS = 32
 
 
@@ -133,7 +131,7 @@ class Consumer:
         while True:
             pause = min(delay, max(0.0, deadline - clock.monotonic()))
             if watch is not None:
-                pause = min(pause, max(0.0, (watch.next_due_ms - clock()) / 1000))
+                pause = min(pause, max(0.0, (watch.next_due_ms + 1 - clock()) / 1000))  # just past due
             clock.sleep(pause)
             delay = min(delay * 2, longest)
             if watch is None or clock.monotonic() >= deadline:
