@@ -72,6 +72,19 @@ def test_a_lease_running_out_wakes_the_long_poll_at_its_deadline() -> None:
     assert 2.9 <= at - leased[0] <= 3.0 + LATE
 
 
+def test_a_message_sent_with_a_delay_is_delivered_when_it_comes_due() -> None:
+    sent: list[float] = []
+
+    def send_delayed(world: World) -> None:
+        world.sim.sleep(2.0)
+        world.container().publisher.publish("q", [OutgoingMessage(body=b'{"n": 1}', delay_seconds=3)])
+        sent.append(world.sim.now)
+
+    answer, at = long_poll(build(), 8, send_delayed)
+    assert isinstance(answer, LeasedBatch) and len(answer.messages) == 1
+    assert 2.9 <= at - sent[0] <= 3.0 + LATE
+
+
 def test_a_retry_by_another_consumer_wakes_the_long_poll() -> None:
     retried: list[float] = []
 
