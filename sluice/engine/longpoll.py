@@ -5,7 +5,8 @@ An exact empty answer rests on a strongly consistent read of every HEAD and ever
 on 32 shards. Once a survey proved nothing available on a shard (no unread message, nothing due), a
 message becomes deliverable there only in one of these ways, each seen without surveying:
 
-- a publish (a redrive too: it publishes) moves the HEAD's `next`; a purge moves its floor;
+- a publish (a redrive too: it publishes) moves the HEAD's `next` (a purge moves its floor: nothing
+  becomes deliverable, but the shard's figures change);
 - a lease runs out, or a delay or a retry's delay comes due, at a time the survey read (`due_ms`);
 - a retry or nack by another consumer commits a lane that held a lease in flight: its version moves.
   A lane with nothing in flight has no lease to retry; it gains one only from a message that was
