@@ -16,6 +16,8 @@ from bench.prices import RRU_PRICE
 from bench.twin.drain import drain
 from bench.twin.scenarios import pull_load
 from bench.twin.world import build
+from sluice.engine.tierpolicy import MONTH_SECONDS
+from sluice.models import OutgoingMessage
 
 OUT_NAME = "twin-consume.json"
 
@@ -23,17 +25,24 @@ CONSUME_START = "<!-- twin-consume:start -->"
 CONSUME_END = "<!-- twin-consume:end -->"
 IDLE_SHARDS = (1, 32, 128)
 LONG_POLL_MS = 20_000
+FOUND_AFTER_S = 2.0  # the "found" long-poll: a message is sent this long into the wait
 
 
 def idle_poll_cost(shards: int) -> dict[str, Any]:
     """Read units and calls of one empty wait-0 pull, and of one 20 s long-poll, on an idle queue (by a
-    container whose earlier pull came back empty: its first one samples 8 shards before the survey)."""
+    container whose earlier pull came back empty: its first one samples 8 shards before the survey);
+    then of a long-poll that finds a message sent `FOUND_AFTER_S` into its wait (the read units only:
+    the calls would count the send's)."""
     world = build()
     engine = world.engine
     engine.queues.create("idle", {"min_shards": shards, "max_shards": shards})
     world.sim.now = 1.0
     stats = world.dynamo.stats
     out: dict[str, Any] = {"shards": shards}
+
+    def send_later() -> None:
+        world.sim.sleep(FOUND_AFTER_S)
+        world.container().publisher.publish("idle", [OutgoingMessage(body=b'{"found": 1}')])
 
     def container() -> None:  # one actor: the planner's memory of the last answer is per container
         for name, wait_ms in (("first", 0), ("empty", 0), ("long", LONG_POLL_MS)):
@@ -46,9 +55,14 @@ def idle_poll_cost(shards: int) -> dict[str, Any]:
                 "calls": sum(stats.attempts.values()),
                 "usd": stats.rcu * RRU_PRICE,
             }
+        stats.reset()
+        world.sim.spawn("sender", send_later)
+        result = engine.consumer.pull("idle", group="default", batch_size=10, wait_ms=LONG_POLL_MS)
+        assert len(result.messages) == 1
+        out["found"] = {"rru": stats.rcu, "usd": stats.rcu * RRU_PRICE}
 
     world.sim.spawn("container", container)
-    world.sim.run_until(world.sim.now + LONG_POLL_MS / 1000 + 10)
+    world.sim.run_until(world.sim.now + 2 * LONG_POLL_MS / 1000 + 10)
     return out
 
 
@@ -83,20 +97,29 @@ def report(result: dict[str, Any]) -> str:
         "### The cost of an exact empty answer (idle queue, one group, strongly consistent reads)",
         "",
         "An empty answer reads every shard: HEAD + the group's lane 0 (one lane per shard at rest; split",
-        "lanes are merged back by the first empty survey). A long-poll repeats that read every 50, 100,",
-        "200, then 250 ms (`LONG_POLL_MAX_INTERVAL`; past 32 shards 250 ms x shards/32) until a message",
-        "comes or the wait ends. Figures after one earlier empty pull of the container (its first pull",
-        "looks at 8 sampled shards before the survey: 16 RRU more).",
+        "lanes are merged back by the first empty survey). A long-poll makes that survey when it starts",
+        "and again right before it answers empty; in between, every 50, 100, 200, then 250 ms",
+        "(`LONG_POLL_MAX_INTERVAL`; past 32 shards 250 ms x shards/32), it reads only the HEADs and the",
+        "lanes holding leases in flight, eventually consistent (0.5 RRU each: `sluice/engine/longpoll.py`),",
+        "and surveys again, strongly consistent, the shards where something moved: a send moves a HEAD's",
+        "`next`, a purge its floor, a pause or a map change its map stamp (every shard then), a retry by",
+        "another consumer its lane's version; a lease or delay is surveyed when it comes due. Figures after",
+        "one earlier empty pull of the container (its first pull looks at 8 sampled shards before the",
+        f"survey: 16 RRU more). Found: a long-poll whose message is sent {FOUND_AFTER_S:.0f} s into the wait",
+        "(the shard it landed on is surveyed alone). $/month: one consumer long-polling the idle queue",
+        "around the clock (SQS: $0.40 per million receives, ~$0.05 a month for one long-polling consumer).",
         "",
         "| shards | empty pull: RRU | calls | 20 s idle long-poll: RRU | calls | $ per empty pull "
-        "| $ per idle long-poll |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| $ per idle long-poll | found: RRU | $/month idle |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["idle"]:
         e, lp = r["empty"], r["long"]
+        month = lp["usd"] * MONTH_SECONDS / (LONG_POLL_MS / 1000)
+        found = f"{r['found']['rru']:,.0f}" if "found" in r else "n/a"  # (saved before it was measured)
         lines.append(
             f"| {r['shards']} | {e['rru']:,.0f} | {e['calls']} | {lp['rru']:,.0f} | {lp['calls']} "
-            f"| {e['usd']:.7f} | {lp['usd']:.5f} |"
+            f"| {e['usd']:.7f} | {lp['usd']:.5f} | {found} | {month:.2f} |"
         )
     lines += [
         "",

@@ -29,6 +29,7 @@ from sluice.engine.deadletter import DeadLetterSink
 from sluice.engine.groupstate import GroupState
 from sluice.engine.lanes import Cursor, Figures, ack_records, acked_seqs, wider
 from sluice.engine.leasebook import LeaseBook, Op, Outcome
+from sluice.engine.longpoll import Watch
 from sluice.engine.publish import Publisher, message_id
 from sluice.engine.pullplan import BUSY_MS, PullPlanner
 from sluice.engine.queues import QueueDirectory
@@ -39,9 +40,10 @@ from sluice.engine.store import Head, ShardAddress
 from sluice.leases import Lease, LeaseSigner
 from sluice.models import AckResult, BacklogFigures, Delivery, LeasedBatch, Queue, Shard
 
-LONG_POLL_MAX_INTERVAL = 0.25  # seconds between the polls of a long-poll pull: ≤ 250 ms late, 1 read each
-# Every poll reads every shard (an exact answer): past this many shards the interval grows with them, so
-# an idle long-poll reads at most ~4 x 32 shards a second (docs/performance.md "Consume").
+LONG_POLL_MAX_INTERVAL = 0.25  # seconds between the polls of a long-poll pull: a publish seen ≤ 250 ms late
+# Every poll reads every shard's HEAD (eventually consistent, `longpoll.Watch`; the shards that moved are
+# surveyed): past this many shards the interval grows with them, so an idle long-poll reads at most
+# ~4 x 32 HEADs a second (docs/design.md "A long-poll between its surveys").
 LONG_POLL_SHARDS = 32
 
 
@@ -86,7 +88,8 @@ class Consumer:
         max_bytes: int = 0,
         acks: Sequence[str] | None = None,
     ) -> LeasedBatch:
-        """Lease up to `batch_size` messages; with `wait_ms`, wait for the first ones to arrive. With
+        """Lease up to `batch_size` messages; with `wait_ms`, wait for the first ones to arrive (between
+        surveys, `_wait` watches HEADs and lanes in flight cheaply; an empty answer is a survey's). With
         `size_of`, only as many as add up to `max_bytes` in the caller's encoding (see engine/budget.py):
         the rest are not leased. `acks` (lease ids) are applied as `ack` would, in the same state write
         as the pull's on the shards it touches: one write instead of two (`result.ack` tells how)."""
@@ -101,19 +104,59 @@ class Consumer:
         carried = None if acks is None else self._carry(queue, acks)
         longest = LONG_POLL_MAX_INTERVAL * max(1.0, len(queue.readable_shards) / LONG_POLL_SHARDS)
         acked = None
+        watch: Watch | None = None
+        moved: frozenset[int] | None = None  # survey only these shards (None: every shard)
         while True:
+            if clock.monotonic() >= deadline:
+                moved = None  # the answer at the end of the wait is a survey of every shard
             budget = ByteBudget(max_bytes, size_of) if size_of else None
-            result = self._pull_once(
-                queue_name, group, batch_size, visibility_ms, budget, carried, remote_until
+            result, watch = self._pull_once(
+                queue_name, group, batch_size, visibility_ms, budget, carried, remote_until, watch, moved
             )
             remote_until = deadline
             if carried is not None:
                 acked, carried = carried.result(), None  # applied once: the polls that follow only pull
             result.ack = acked
-            if result.messages or clock.monotonic() >= deadline:
+            if result.messages or (moved is None and clock.monotonic() >= deadline):
                 return result
-            clock.sleep(min(delay, max(0.0, deadline - clock.monotonic())))
+            delay, moved = self._wait(queue_name, watch, deadline, delay, longest)
+
+    def _wait(
+        self, queue_name: str, watch: Watch | None, deadline: float, delay: float, longest: float
+    ) -> tuple[float, frozenset[int] | None]:
+        """Sleep until the next survey: one poll interval, or, with a `watch` (the shards' last surveys
+        found nothing available), until shards move, with one cheap read a poll interval (and at the
+        earliest due time). (The next interval, the shards to survey: None for every shard.)"""
+        clock = self.clock
+        while True:
+            pause = min(delay, max(0.0, deadline - clock.monotonic()))
+            if watch is not None:
+                pause = min(pause, max(0.0, (watch.next_due_ms + 1 - clock()) / 1000))  # just past due
+            clock.sleep(pause)
             delay = min(delay * 2, longest)
+            if watch is None or clock.monotonic() >= deadline:
+                return delay, None
+            moved = self._moved(queue_name, watch, deadline)
+            if moved is None or moved == watch.shards:
+                return delay, None
+            if moved:
+                return delay, moved
+
+    def _moved(self, queue_name: str, watch: Watch, deadline: float) -> frozenset[int] | None:
+        """`watch.moved`, or None (survey every shard) when the queue's document changed or a read
+        failed; another region's shards are left out when its worst case would end past the deadline
+        (as a survey leaves them out)."""
+        queue = self.directory.get(queue_name)
+        if queue.paused or {s.id for s in queue.readable_shards} != watch.shards:
+            return None  # the document changed meanwhile: survey what it says now
+        skip: frozenset[int] = frozenset()
+        if self.clock.monotonic() + aws.REMOTE_CALL_SECONDS > deadline:
+            local = (None, self.backend.region)
+            skip = frozenset(s.id for s in queue.readable_shards if region_key(self.backend, s) not in local)
+        try:
+            return watch.moved(self.store, self.clock(), skip=skip)
+        except (errors.DependencyUnavailable, errors.Throttled):
+            return None  # the survey decides (its breaker skips a region out of reach)
 
     def _pull_once(
         self,
@@ -124,7 +167,12 @@ class Consumer:
         budget: ByteBudget | None,
         carried: CarriedAcks | None = None,
         remote_until: float = float("inf"),
-    ) -> LeasedBatch:
+        watch: Watch | None = None,
+        moved: frozenset[int] | None = None,
+    ) -> tuple[LeasedBatch, Watch | None]:
+        """One poll of every readable shard, or of the `moved` ones only (those `watch` saw move; the
+        answer is then an estimate, the other shards' figures as `watch` saw them). The answer, and
+        what to watch until the next poll when every shard's last survey found nothing available."""
         queue = self.directory.get(queue_name)
         if queue.paused or group not in queue.groups:
             # The cached document may lag a resume or a new group: confirm with the control item (rare).
@@ -137,7 +185,10 @@ class Consumer:
             queue, group, batch_size, visibility_ms or queue.settings.visibility_timeout_ms, budget, carried
         )
         answered = skipped = 0
-        for index, (region, shards) in enumerate(self.planner.regions(queue)):
+        for index, (region, every) in enumerate(self.planner.regions(queue)):
+            shards = every if moved is None else [s for s in every if s.id in moved]
+            if not shards:
+                continue
             if pull.paused:
                 break
             if index and pull.full:
@@ -175,6 +226,10 @@ class Consumer:
             # acks the survey counted as in flight (applied after it, or now)
             pull.figures.in_flight = max(0, pull.figures.in_flight - carried.late[group])
         figures = pull.figures
+        following = self._next_watch(queue, pull, exact, watch, moved)
+        if moved is not None and watch is not None:
+            exact = False  # the other shards as surveyed before: an estimate
+            figures.add(watch.figures(self.clock(), without=moved))
         return LeasedBatch(
             messages=pull.out,
             message_backlog_count=figures.backlog,  # unacked, in flight included
@@ -184,7 +239,22 @@ class Consumer:
             )
             if exact
             else None,
-        )
+        ), following
+
+    @staticmethod
+    def _next_watch(
+        queue: Queue, pull: _Pull, exact: bool, watch: Watch | None, moved: frozenset[int] | None
+    ) -> Watch | None:
+        """What to watch after this poll: every readable shard's latest survey, when each found nothing
+        available (this poll's surveys, exact, and for the shards it did not read `watch`'s)."""
+        if not exact or pull.out or pull.figures.available:
+            return None
+        if moved is None:
+            every = pull.surveyed.keys() == {s.id for s in queue.readable_shards}
+            return Watch.of(pull.surveyed, pull.group) if every else None
+        if watch is None or not moved <= pull.surveyed.keys():
+            return None
+        return watch.updated(pull.surveyed)
 
     def _pull_region(self, pull: _Pull, shards: list[Shard]) -> None:
         """Lease from one region's `shards`, as `pullplan` orders the places to look; the region's figures
@@ -247,6 +317,7 @@ class Consumer:
         nothing leased, no exact answer)."""
         reads = self.planner.survey(pull.queue, shards, pull.group, every_lane=every_lane)
         self._observe(pull, [(read.address.shard, read.head) for read in reads])
+        pull.surveyed.update((read.shard.id, read) for read in reads)
         return reads
 
     def _observe(self, pull: _Pull, heads: list[tuple[Shard, Head]]) -> None:
@@ -561,6 +632,7 @@ class _Pull:
     figures: Figures = field(default_factory=Figures)
     exact: bool = True
     paused: bool = False  # a HEAD's stamp said the queue was paused meanwhile: lease nothing more
+    surveyed: dict[int, ShardRead] = field(default_factory=dict)  # the latest read of each shard, by id
 
     @property
     def want(self) -> int:

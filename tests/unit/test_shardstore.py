@@ -16,6 +16,7 @@ from sluice.engine.store import (
     HeadCounts,
     HeadGuard,
     InlinePayload,
+    LaneAddress,
     ObjectPayload,
     ShardAddress,
     ShardStore,
@@ -165,6 +166,17 @@ def test_lane_commits_are_conditional_on_the_version_and_fold_recorded_acks(stor
     store.delete_group(AT, "h")
     (view,), _ = store.read_groups([AT], ["h"])
     assert view.groups["h"].lane0.state.version == 0
+
+
+def test_a_glance_reads_heads_and_lane_versions(store: ShardStore) -> None:
+    """What a long-poll watches between its surveys (eventually consistent on DynamoDB)."""
+    other = ShardAddress("q", "0000abcd", Shard(id=4, table=0, created_ms=0))
+    store.allocate(AT, 2, 100, COUNTS)
+    store.commit_lane(AT, "g", 0, GroupState(read=2), 0, now_ms=1)
+    lanes = [LaneAddress(AT, "g", 0), LaneAddress(AT, "g", 1), LaneAddress(other, "g", 0)]
+    heads, versions = store.glance([AT, other], lanes)
+    assert [(h.next, h.exists) for h in heads] == [(2, True), (0, False)] and versions == [1, 0, 0]
+    assert store.glance([], []) == ([], [])
 
 
 def test_lanes_split_claim_without_overshoot_and_merge_back(store: ShardStore) -> None:

@@ -30,6 +30,7 @@ from sluice.engine.store.items import (
     HeadCounts,
     HeadGuard,
     InlinePayload,
+    LaneAddress,
     LaneRead,
     ObjectPayload,
     ShardAddress,
@@ -439,11 +440,31 @@ class DynamoShardStore:
             views = [v for v in views if v.address.pk not in unread_more]
         return views, [at for at in ats if at.pk in unread]
 
+    def glance(
+        self, ats: Sequence[ShardAddress], lanes: Sequence[LaneAddress]
+    ) -> tuple[list[Head], list[int]]:
+        wanted: dict[str, tuple[ShardAddress, list[tuple[str, str]]]] = {}
+        for at in ats:
+            wanted.setdefault(at.pk, (at, []))[1].append((at.pk, keys.HEAD_SK))
+        for ref in lanes:
+            wanted.setdefault(ref.at.pk, (ref.at, []))[1].append(self._lane_key(ref.at, ref.group, ref.lane))
+        found, _ = self._read_keys(wanted, partial=False, consistent=False)
+        heads = [head_of(found[at.pk].get((at.pk, keys.HEAD_SK))) for at in ats]
+        versions = [
+            int(found[r.at.pk].get(self._lane_key(r.at, r.group, r.lane), {}).get(keys.STATE_VERSION, 0))
+            for r in lanes
+        ]
+        return heads, versions
+
     def _read_keys(
-        self, wanted: dict[str, tuple[ShardAddress, list[tuple[str, str]]]], partial: bool
+        self,
+        wanted: dict[str, tuple[ShardAddress, list[tuple[str, str]]]],
+        partial: bool,
+        *,
+        consistent: bool = True,
     ) -> tuple[dict[str, dict[tuple[str, str], Item]], set[str]]:
-        """Consistent BatchGetItems (≤ 100 keys each), by shard partition: its items by key, and the
-        shards with a key still throttled after the retries (only with `partial`)."""
+        """BatchGetItems (≤ 100 keys each; consistent unless told), by shard partition: its items by
+        key, and the shards with a key still throttled after the retries (only with `partial`)."""
         found: dict[str, dict[tuple[str, str], Item]] = {pk: {} for pk in wanted}
         unread: set[str] = set()
         flat = [(pk, self._table(at), key) for pk, (at, key_list) in wanted.items() for key in key_list]
@@ -454,9 +475,9 @@ class DynamoShardStore:
                 requests.setdefault(table, []).append(key)
                 owner[(table.name, *key)] = pk
             if partial:
-                items, missed = batch_get_available(requests)
+                items, missed = batch_get_available(requests, consistent=consistent)
             else:
-                items, missed = batch_get_across(requests), set()
+                items, missed = batch_get_across(requests, consistent=consistent), set()
             unread.update(owner[k] for k in missed)
             for k, item in items.items():
                 found[owner[k]][(k[1], k[2])] = item

@@ -37,6 +37,15 @@ class ShardAddress:
 
 
 @dataclass(frozen=True)
+class LaneAddress:
+    """One lane item: a group's lane on a shard."""
+
+    at: ShardAddress
+    group: str
+    lane: int
+
+
+@dataclass(frozen=True)
 class Head:
     """A shard's HEAD item (an absent HEAD reads as a fresh shard, `exists` False). `map_version` and
     `map_route` are the shard map the control plane stamped (`mv`, `mo`: sluice/engine/maproute.py),

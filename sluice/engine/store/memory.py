@@ -24,6 +24,7 @@ from sluice.engine.store.items import (
     HeadCounts,
     HeadGuard,
     InlinePayload,
+    LaneAddress,
     LaneRead,
     ObjectPayload,
     ShardAddress,
@@ -286,6 +287,13 @@ class MemoryShardStore:
                 self._lane(at, group, 0).cursor() if cursor else None,
                 {lane: self._lane(at, group, lane).typed(lane) for lane in wanted},
             )
+
+    def glance(
+        self, ats: Sequence[ShardAddress], lanes: Sequence[LaneAddress]
+    ) -> tuple[list[Head], list[int]]:
+        with self._lock:
+            heads = [self._part(at).head or Head() for at in ats]
+            return heads, [self._lane(r.at, r.group, r.lane).version for r in lanes]
 
     def commit_lane(
         self,

@@ -19,6 +19,7 @@ from sluice.engine.store.items import (
     Head,
     HeadCounts,
     HeadGuard,
+    LaneAddress,
     LaneRead,
     ShardAddress,
     ShardView,
@@ -153,6 +154,14 @@ class ShardStore(Protocol):
     ) -> LaneRead:
         """`lanes` of one group on one shard, consistently; with `cursor` lane 0 too (its item holds the
         cursor); the HEAD with `head`. Without `cursor`, `LaneRead.cursor` is None: unknown."""
+        ...
+
+    def glance(
+        self, ats: Sequence[ShardAddress], lanes: Sequence[LaneAddress]
+    ) -> tuple[list[Head], list[int]]:
+        """The HEADs of `ats` and the versions of `lanes` (in order), eventually consistent: half the read
+        units, for a long-poll asking whether anything moved since its consistent survey (an item may
+        read older than stored, never newer). Keys throttled on every retry end in `Throttled`."""
         ...
 
     def commit_lane(
