@@ -348,7 +348,8 @@ class Consumer:
 
     def _widen(self, pull: _Pull, view: LaneView) -> None:
         """A lost race: more lanes for this group on this shard (as many as the unclaimed backlog can
-        feed, `lanes.wider`), unless the queue is ordered (a key's order needs one lane)."""
+        feed, up to the ceiling the coordinator set, `lanes.wider`), unless the queue is ordered (a
+        key's order needs one lane)."""
         cursor, head = view.cursor, view.head
         if pull.queue.settings.ordered or head is None or not view.cursor_known:
             return
@@ -357,7 +358,7 @@ class Consumer:
             if view.lane == 0 and lanes > 1:
                 self.store.split(view.address, view.group, lanes)
             return
-        lanes = wider(cursor.lanes, head.next - cursor.next, pull.want)
+        lanes = wider(cursor.lanes, head.next - cursor.next, pull.want, cursor.ceiling)
         if lanes > cursor.lanes:
             self.store.set_lanes(view.address, view.group, lanes, max(cursor.high, lanes), cursor)
 
