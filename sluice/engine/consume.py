@@ -333,6 +333,13 @@ class Consumer:
             self.breaker.trip(region)
             pull.exact = False
             return
+        except errors.Throttled:
+            # The leases taken from other lanes are committed: answer them (raising would leave them
+            # to their visibility timeout, 30 s by default, and stall a drain's tail).
+            if not pull.out:
+                raise
+            pull.exact = False
+            return
         pull.out += got
         if self.leaser.contended > contended:
             pull.exact = False  # a lane with work was left to its puller: no proof of emptiness here
