@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
         if not args.quick:
             OUT.mkdir(parents=True, exist_ok=True)
             (OUT / OUT_NAME).write_text(json.dumps(result))
-    section = report(result)
+    section = report(result, {} if args.quick else BEFORE_LANES)  # the baseline ran at FULL scale
     print(section)
     if not args.quick:
         write_section(section, DRAIN_START, DRAIN_END)
