@@ -22,11 +22,12 @@ from bench.twin.world import World, build, percentile
 from sluice import constants as c
 from sluice import errors
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig
-from sluice.models import OutgoingMessage
+from sluice.models import Delivery, OutgoingMessage
 
 QUEUE = "drain"
 BODY_BYTES = 200
 IDLE_FIRST_S, IDLE_MAX_S = 0.05, 2.0  # a puller's wait after an empty pull, doubling
+ACK_ATTEMPTS = 10  # a throttled ack is sent again this many times at most (the SDK retries 429s)
 
 
 def _messages(batch: int) -> list[OutgoingMessage]:
@@ -64,6 +65,17 @@ def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -
     def finished() -> bool:
         return done["at"] is not None or sim.now - t0 >= limit_s
 
+    def ack(messages: list[Delivery]) -> int:
+        """Ack as the SDK does: a throttled ack is sent again after a back-off (a lease left to its
+        visibility timeout would hold its message for 30 s, longer than the drain)."""
+        for _ in range(ACK_ATTEMPTS):
+            try:
+                return engine.consumer.ack(QUEUE, [m.lease_id for m in messages]).ack_count
+            except (errors.Throttled, errors.DependencyUnavailable) as exc:
+                failures[f"ack {type(exc).__name__}"] += 1
+                sim.sleep(rng.uniform(0.05, 0.2))
+        return 0
+
     def puller() -> None:
         sim.sleep(rng.uniform(0, 0.05))
         idle = IDLE_FIRST_S
@@ -77,7 +89,7 @@ def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -
                     idle = min(idle * 2, IDLE_MAX_S)
                     continue
                 idle = IDLE_FIRST_S
-                acked = engine.consumer.ack(QUEUE, [m.lease_id for m in result.messages]).ack_count
+                acked = ack(result.messages)
                 total = (done["acked"] or 0) + acked  # removed from the backlog: a redelivery counts once
                 done["acked"] = total
                 per_s[int(sim.now - t0)] += acked
