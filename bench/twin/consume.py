@@ -1,7 +1,8 @@
 """The consume plane in the twin (issue 22): what an exact empty answer costs on an idle queue, pullers
-against a seeded backlog (throughput, lost races, write units per message), and the drain scenario.
+against a seeded backlog (throughput, lost races, write units per message). The drain scenario has its
+own section (`python -m bench.twin.drain`).
 
-`python -m bench.twin.consume` measures all three and writes its own section of docs/performance.md
+`python -m bench.twin.consume` measures both and writes its own section of docs/performance.md
 (between CONSUME_START and CONSUME_END); `--quick` runs a smoke version that writes nothing.
 """
 
@@ -13,7 +14,6 @@ import time
 from typing import Any
 
 from bench.prices import RRU_PRICE
-from bench.twin.drain import drain
 from bench.twin.scenarios import pull_load
 from bench.twin.world import build
 from sluice.engine.tierpolicy import MONTH_SECONDS
@@ -79,14 +79,11 @@ def pullers(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
-def measure(quick: bool, with_drain: bool) -> dict[str, Any]:
+def measure(quick: bool) -> dict[str, Any]:
     started = time.time()
     idle = [idle_poll_cost(s) for s in (IDLE_SHARDS[:2] if quick else IDLE_SHARDS)]
     rows = pullers(quick)
     out: dict[str, Any] = {"idle": idle, "pullers": rows}
-    if with_drain:
-        backlog = 20_000 if quick else 1_000_000
-        out["drain"] = drain(100 if quick else 1_000, 100, 4, backlog, limit_s=60 if quick else 600)
     out["wall_s"] = time.time() - started
     return out
 
@@ -144,19 +141,6 @@ def report(result: dict[str, Any]) -> str:
             f"| {100 * r['throttle_share']:.1f} % | {r['wcu_per_msg']:.4f} | {r['rcu_per_msg']:.3f} "
             f"| {r['pull_p50_ms']:.0f} | {r['pull_p99_ms']:.0f} | {r['lanes']} |"
         )
-    d = result.get("drain")
-    if d is not None:
-        drained = (
-            f"{d['drain_s']:.1f} s" if d["drain_s"] is not None else f"not drained in {d['limit_s']:.0f} s"
-        )
-        lines += [
-            "",
-            "### Drain: a backlog on few shards, many pullers, the coordinator on its tick",
-            "",
-            f"{d['backlog']:,} messages on {d['shards']} shards, {d['pullers']:,} pullers at batch "
-            f"{d['batch']}: {drained} ({d['acked']:,} acked; lost races {100 * d['conflict_share']:.1f} %, "
-            f"pull p99 {d['pull_p99_ms']:.0f} ms).",
-        ]
     lines += [
         "",
         f"Wall time on this machine: {result['wall_s']:.0f} s.",
@@ -171,12 +155,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.twin.consume")
     parser.add_argument("--quick", action="store_true", help="short smoke run; does not write the docs")
     parser.add_argument("--report-only", action="store_true", help="write the docs from saved results")
-    parser.add_argument("--drain", action="store_true", help="also the drain scenario (long: 1M messages)")
     args = parser.parse_args(argv)
     if args.report_only:
         result = json.loads((OUT / OUT_NAME).read_text())
     else:
-        result = measure(args.quick, args.drain)
+        result = measure(args.quick)
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / OUT_NAME).write_text(json.dumps(result))
     section = report(result)

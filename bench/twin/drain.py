@@ -3,12 +3,16 @@ and the coordinator on its tick; the figure is how long until every message is a
 scaling: whatever the layout and the coordinator do to give the pullers room, they do it here).
 
 Only public engine calls (create, publish, pull, ack, `Coordinator.run_once`), so the same function
-measures any version of the engine (the baseline of main was measured with it, see docs/performance.md).
+measures any version of the engine (the engine before lanes was measured with it, `BEFORE_LANES`).
+`python -m bench.twin.drain` measures and writes its own section of docs/performance.md (between
+DRAIN_START and DRAIN_END); `--quick` runs a tiny backlog and writes nothing.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import json
 import random
 import time
 from collections import defaultdict
@@ -18,11 +22,12 @@ from bench.twin.world import World, build, percentile
 from sluice import constants as c
 from sluice import errors
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig
-from sluice.models import OutgoingMessage
+from sluice.models import Delivery, OutgoingMessage
 
 QUEUE = "drain"
 BODY_BYTES = 200
 IDLE_FIRST_S, IDLE_MAX_S = 0.05, 2.0  # a puller's wait after an empty pull, doubling
+ACK_ATTEMPTS = 10  # a throttled ack is sent again this many times at most (the SDK retries 429s)
 
 
 def _messages(batch: int) -> list[OutgoingMessage]:
@@ -60,6 +65,17 @@ def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -
     def finished() -> bool:
         return done["at"] is not None or sim.now - t0 >= limit_s
 
+    def ack(messages: list[Delivery]) -> int:
+        """Ack as the SDK does: a throttled ack is sent again after a back-off (a lease left to its
+        visibility timeout would hold its message for 30 s, longer than the drain)."""
+        for _ in range(ACK_ATTEMPTS):
+            try:
+                return engine.consumer.ack(QUEUE, [m.lease_id for m in messages]).ack_count
+            except (errors.Throttled, errors.DependencyUnavailable) as exc:
+                failures[f"ack {type(exc).__name__}"] += 1
+                sim.sleep(rng.uniform(0.05, 0.2))
+        return 0
+
     def puller() -> None:
         sim.sleep(rng.uniform(0, 0.05))
         idle = IDLE_FIRST_S
@@ -73,7 +89,7 @@ def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -
                     idle = min(idle * 2, IDLE_MAX_S)
                     continue
                 idle = IDLE_FIRST_S
-                acked = engine.consumer.ack(QUEUE, [m.lease_id for m in result.messages]).ack_count
+                acked = ack(result.messages)
                 total = (done["acked"] or 0) + acked  # removed from the backlog: a redelivery counts once
                 done["acked"] = total
                 per_s[int(sim.now - t0)] += acked
@@ -85,11 +101,13 @@ def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -
 
     config = CoordinatorConfig(queues=[QUEUE])
     coordinator = Coordinator(engine.backend, engine.queues, config=config, holder="twin")
+    ceilings: dict[str, int] = {}  # "<shard>/<group>" -> lane ceiling the coordinator raised it to
 
     def coordinate() -> None:
         while not finished():
             with contextlib.suppress(errors.Throttled):
-                coordinator.run_once()
+                for queue in coordinator.run_once().queues:
+                    ceilings.update(getattr(queue, "lane_ceilings", {}))  # engines before it: none
             sim.sleep(c.DEFAULT_COORDINATOR_TICK_SECONDS)
 
     sim.spawn("coordinator", coordinate)
@@ -116,5 +134,108 @@ def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -
         "pull_p50_ms": percentile(latencies, 50) * 1000,
         "pull_p99_ms": percentile(latencies, 99) * 1000,
         "failed_calls": dict(failures),
+        "lane_ceilings": ceilings,
         "wall_s": time.time() - started,
     }
+
+
+OUT_NAME = "twin-drain.json"
+DRAIN_START = "<!-- twin-drain:start -->"
+DRAIN_END = "<!-- twin-drain:end -->"
+QUICK: dict[str, Any] = {"pullers": 50, "batch": 100, "shards": 4, "backlog": 2_000, "limit_s": 30.0}
+# The scale both versions finish on this machine (the twin runs the engine's code for every call: the
+# engine before lanes makes ~1 virtual second per wall minute at 1,000 pullers).
+FULL: dict[str, Any] = {"pullers": 1_000, "batch": 100, "shards": 4, "backlog": 100_000, "limit_s": 10.0}
+# `drain(**FULL)` on the engine before lanes (commit 9340680, this file copied into its worktree; 818 s
+# of wall time): 39,800 of the 100,000 acked in the 10 s window, most pulls losing the race on the
+# shard's one group-state item, and throttled reads of it.
+BEFORE_LANES: dict[str, Any] = {
+    "pullers": 1000,
+    "batch": 100,
+    "shards": 4,
+    "backlog": 100000,
+    "drain_s": None,
+    "acked": 39800,
+    "limit_s": 10.0,
+    "msgs_per_s": [9600, 14300, 5200, 1400, 300, 1300, 900, 1400, 0, 5400, 0],
+    "conflict_share": 0.6806,
+    "pull_p50_ms": 23.0,
+    "pull_p99_ms": 6920.2,
+    "failed_calls": {"Throttled": 2265},
+}
+
+
+def report(result: dict[str, Any], before: dict[str, Any] = BEFORE_LANES) -> str:
+    def drained(d: dict[str, Any]) -> str:
+        if d["drain_s"] is not None:
+            return f"{d['drain_s']:.1f} s"
+        return f"not drained in {d['limit_s']:.0f} s ({d['acked']:,} acked)"
+
+    def rate(d: dict[str, Any]) -> float:
+        seconds = d["drain_s"] if d["drain_s"] is not None else d["limit_s"]
+        return float(d["acked"]) / seconds
+
+    def row(name: str, d: dict[str, Any]) -> str:
+        return (
+            f"| {name} | {drained(d)} | {rate(d):,.0f} | {100 * d['conflict_share']:.1f} % "
+            f"| {d['pull_p50_ms']:.0f} | {d['pull_p99_ms']:.0f} |"
+        )
+
+    lines = [
+        DRAIN_START,
+        "## Consumer-driven scaling: draining a backlog on few shards (twin)",
+        "",
+        f"{result['backlog']:,} messages seeded on {result['shards']} shards, {result['pullers']:,} "
+        f"closed-loop pullers of one group at batch {result['batch']} (pull, then ack what came; back off",
+        "from 50 ms to 2 s while pulls come back empty), the coordinator passing every 5 s",
+        "(`bench/twin/drain.py`, public engine calls only, so the same code measured the engine before",
+        "lanes). Drain: virtual seconds from the first pull until every message is acked. Lost races: failed",
+        "conditional writes of group-state items over all their writes.",
+        "",
+        "| engine | drain | msg/s | lost races | pull p50 ms | pull p99 ms |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    if before:
+        lines.append(row("before lanes (9340680)", before))
+    lines.append(row("lanes, coordinator-raised ceiling", result))
+    if before:
+        ratio = rate(result) / rate(before)
+        lines += [
+            "",
+            f"Drain rate (msg/s until drained, or over the {before['limit_s']:.0f} s window) {ratio:.1f}x the"
+            " engine's before lanes (target: drain time ≥ 5x shorter). Acked per virtual second, before",
+            f"lanes: {before['msgs_per_s']}; lanes: {result['msgs_per_s']}.",
+        ]
+    raised = sorted(set(result["lane_ceilings"].values()))
+    lines += [
+        "",
+        f"Lane ceilings the coordinator raised (per shard and group): {raised or 'none'}.",
+        "",
+        f"Wall time on this machine: {result['wall_s']:.0f} s.",
+        DRAIN_END,
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from bench.twin.__main__ import OUT, write_section
+
+    parser = argparse.ArgumentParser(prog="python -m bench.twin.drain")
+    parser.add_argument("--quick", action="store_true", help="a tiny backlog; does not write the docs")
+    parser.add_argument("--report-only", action="store_true", help="write the docs from saved results")
+    args = parser.parse_args(argv)
+    if args.report_only:
+        result = json.loads((OUT / OUT_NAME).read_text())
+    else:
+        result = drain(**(QUICK if args.quick else FULL))
+        if not args.quick:
+            OUT.mkdir(parents=True, exist_ok=True)
+            (OUT / OUT_NAME).write_text(json.dumps(result))
+    section = report(result, {} if args.quick else BEFORE_LANES)  # the baseline ran at FULL scale
+    print(section)
+    if not args.quick:
+        write_section(section, DRAIN_START, DRAIN_END)
+
+
+if __name__ == "__main__":
+    main()

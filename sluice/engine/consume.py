@@ -404,6 +404,13 @@ class Consumer:
             self.breaker.trip(region)
             pull.exact = False
             return
+        except errors.Throttled:
+            # The leases taken from other lanes are committed: answer them (raising would leave them
+            # to their visibility timeout, 30 s by default, and stall a drain's tail).
+            if not pull.out:
+                raise
+            pull.exact = False
+            return
         pull.out += got
         if self.leaser.contended > contended:
             pull.exact = False  # a lane with work was left to its puller: no proof of emptiness here
@@ -419,7 +426,8 @@ class Consumer:
 
     def _widen(self, pull: _Pull, view: LaneView) -> None:
         """A lost race: more lanes for this group on this shard (as many as the unclaimed backlog can
-        feed, `lanes.wider`), unless the queue is ordered (a key's order needs one lane)."""
+        feed, up to the ceiling the coordinator set, `lanes.wider`), unless the queue is ordered (a
+        key's order needs one lane)."""
         cursor, head = view.cursor, view.head
         if pull.queue.settings.ordered or head is None or not view.cursor_known:
             return
@@ -428,7 +436,7 @@ class Consumer:
             if view.lane == 0 and lanes > 1:
                 self.store.split(view.address, view.group, lanes)
             return
-        lanes = wider(cursor.lanes, head.next - cursor.next, pull.want)
+        lanes = wider(cursor.lanes, head.next - cursor.next, pull.want, cursor.ceiling)
         if lanes > cursor.lanes:
             self.store.set_lanes(view.address, view.group, lanes, max(cursor.high, lanes), cursor)
 

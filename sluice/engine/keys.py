@@ -112,6 +112,7 @@ STATE_READ = "rd"  # lane 0: its read level, as a number (a split starts the cur
 CURSOR_NEXT = "cur"  # the first sequence no lane has claimed
 CURSOR_LANES = "ln"  # lanes that may claim
 CURSOR_HIGH = "hw"  # lanes that may hold work
+CURSOR_CEILING = "lc"  # lanes pullers may widen to (absent: lanes.MAX_LANES); the coordinator raises it
 RANGE_LO = "lo"  # + lane number: the first sequence of the lane's latest claim
 RANGE_HI = "hi"  # + lane number: the end (exclusive) of it
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 from sluice.engine.groupstate import GroupState
 
-MAX_LANES = 32  # per group and shard: ~1,000 pullers over 32 shards need ~31 (docs/performance.md)
+MAX_LANES = 32  # per group and shard at rest: ~1,000 pullers over 32 shards need ~31 (docs/performance.md)
+CEILING_MAX = 256  # the most lanes the coordinator lets a group have on one shard under consumer pressure
 MAX_CLAIM = 5_000  # sequences per claim: fewer claims, and a lane never holds much beyond its share
 CLAIM_BATCHES = 10  # a claim is at least this many of the puller's batches (when there are as many)
 LANE_BATCHES = 4  # lanes widen only while the unclaimed backlog gives every lane this many batches
@@ -36,12 +37,14 @@ ITEM_SPAN = 100  # a batch item holds at most this many messages (MAX_BATCH_MESS
 class Cursor:
     """The claim cursor of a group on one shard (on lane 0's item): `next` is the first sequence no
     lane has claimed; lanes [0, `lanes`) may claim; lanes [0, `high`) may hold work (a lane past
-    `lanes` drains what it holds and claims nothing more)."""
+    `lanes` drains what it holds and claims nothing more); pullers widen up to `ceiling` lanes (the
+    coordinator raises it under consumer pressure; a merge drops it back to MAX_LANES)."""
 
     next: int
     lanes: int
     high: int
     ranges: Mapping[int, tuple[int, int]] = field(default_factory=dict)  # lane -> its latest claim [lo, hi)
+    ceiling: int = MAX_LANES
 
     def range_of(self, lane: int) -> tuple[int, int]:
         return self.ranges.get(lane, (self.next, self.next))
@@ -222,12 +225,16 @@ def claim_size(unclaimed: int, lanes: int, want: int) -> int:
     return min(unclaimed, max(min(MAX_CLAIM, CLAIM_BATCHES * want), min(MAX_CLAIM, share)))
 
 
-def wider(lanes: int, unclaimed: int, want: int) -> int:
-    """The lane count after a lost race: as many as the unclaimed backlog can feed (LANE_BATCHES batches a
-    lane), up to MAX_LANES, at once (doubling took a lost race per step while pullers kept colliding);
+def fed_lanes(unclaimed: int, want: int) -> int:
+    """How many lanes the unclaimed backlog can feed with LANE_BATCHES batches of `want` each."""
+    return unclaimed // max(1, LANE_BATCHES * want)
+
+
+def wider(lanes: int, unclaimed: int, want: int, ceiling: int = MAX_LANES) -> int:
+    """The lane count after a lost race: as many as the unclaimed backlog can feed, up to the group's
+    ceiling on the shard, at once (doubling took a lost race per step while pullers kept colliding);
     the same count when it cannot grow."""
-    fed = unclaimed // max(1, LANE_BATCHES * want)
-    return max(lanes, min(MAX_LANES, fed))
+    return max(lanes, min(ceiling, fed_lanes(unclaimed, want)))
 
 
 def ack_records(seqs: Iterable[int]) -> frozenset[str]:

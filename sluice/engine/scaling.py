@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from sluice.engine.lanes import CEILING_MAX, ITEM_SPAN, fed_lanes
+
 WCU_BYTES = 1024
 
 
@@ -38,6 +40,12 @@ class ScalingPolicy:
     heavy_growth: float = 4.0
     heavy_min_growth: float = 2.0  # when every saturated shard could be read (its throttles are counted)
     default_request_wcu: float = 22.0  # for throttles on a shard that accepted nothing yet (100 x 200 B)
+    # Consumer pressure (`lane_ceiling`): a group's lanes on a shard all committed within `lane_busy_ms`
+    # (at least `lane_busy_share` of them) while at their ceiling and fed by the unclaimed backlog.
+    lane_busy_ms: int = 1_000
+    lane_busy_share: float = 0.9
+    lane_ceiling_max: int = CEILING_MAX
+    lane_batch: int = ITEM_SPAN  # the pullers' batch the backlog is counted in (a full batch item)
 
 
 @dataclass(frozen=True)
@@ -190,3 +198,25 @@ def decide(obs: QueueObservation, policy: ScalingPolicy) -> Decision:
     decision.low_since_ms = None
     decision.reason = f"demand {demand:.0f} WCU/s fits {desired} shards: sealing {decision.seal}"
     return decision
+
+
+@dataclass(frozen=True)
+class LaneObservation:
+    """A consumer group split into lanes on one shard, as a pass saw it."""
+
+    ceiling: int  # the lanes its pullers may widen to
+    lanes: int  # the lanes that may claim now
+    busy: int  # of those, the lanes committed within the policy's `lane_busy_ms`
+    unclaimed: int  # sequences no lane has claimed yet
+
+
+def lane_ceiling(obs: LaneObservation, policy: ScalingPolicy) -> int:
+    """The group's lane ceiling on the shard after this pass. Consumer pressure: the pullers widened the
+    lanes to the ceiling (lanes widen only on lost races), keep them busy, and the unclaimed backlog
+    would feed more (at batches of `lane_batch`, as `lanes.wider` counts): the ceiling goes at once to what
+    the backlog feeds, up to `lane_ceiling_max` (a drain lasts a few passes; pullers still widen only on
+    their lost races). Otherwise it stays: a group whose lanes empty merges back to one lane, and the
+    merge drops the ceiling to lanes.MAX_LANES."""
+    if obs.lanes < obs.ceiling or obs.busy < policy.lane_busy_share * obs.lanes:
+        return obs.ceiling
+    return max(obs.ceiling, min(policy.lane_ceiling_max, fed_lanes(obs.unclaimed, policy.lane_batch)))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sluice.codec import StoredMessage
 from sluice.engine import deadletter, gaps
@@ -224,7 +224,7 @@ class ShardLeaser:
                 return None
             mine = exc.cursor.range_of(view.lane)
             return mine if max(view.state.read, mine[0]) < mine[1] else None  # another puller claimed for us
-        view.cursor = Cursor(hi, cursor.lanes, cursor.high, {**cursor.ranges, view.lane: (lo, hi)})
+        view.cursor = replace(cursor, next=hi, ranges={**cursor.ranges, view.lane: (lo, hi)})
         return lo, hi
 
     def _take_fresh(self, take: _Take, fetched: list[BatchItem]) -> None:

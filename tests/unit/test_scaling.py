@@ -117,3 +117,24 @@ def test_shards_whose_head_read_was_throttled_count_as_saturated():
     # An unreadable shard never lets the queue shrink.
     d = decide(obs([unreadable(0), *(busy(i, 0) for i in range(1, 8))], low_since=0), POLICY)
     assert d.seal == [] and d.low_since_ms is None
+
+
+def test_lane_ceiling_rises_to_what_the_backlog_feeds_under_consumer_pressure():
+    from sluice.engine.scaling import LaneObservation, lane_ceiling
+
+    policy = ScalingPolicy()  # fed lanes: unclaimed / (4 batches of 100)
+    assert lane_ceiling(LaneObservation(32, 32, 32, 40_000), policy) == 100
+    assert lane_ceiling(LaneObservation(32, 32, 30, 400_000), policy) == 256  # capped
+    assert lane_ceiling(LaneObservation(100, 100, 95, 80_000), policy) == 200  # again on the next pass
+
+
+def test_lane_ceiling_stays_without_consumer_pressure():
+    from sluice.engine.scaling import LaneObservation, lane_ceiling
+
+    policy = ScalingPolicy()
+    assert lane_ceiling(LaneObservation(32, 20, 20, 400_000), policy) == 32  # pullers did not reach it
+    assert lane_ceiling(LaneObservation(32, 32, 10, 400_000), policy) == 32  # most lanes idle: few pullers
+    assert lane_ceiling(LaneObservation(32, 32, 32, 10_000), policy) == 32  # the backlog feeds no more
+    assert (
+        lane_ceiling(LaneObservation(128, 128, 128, 1_000), policy) == 128
+    )  # never lowered here: a merge does

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from sluice.adapters.dynamo import Table
 from sluice.engine import keys
 from sluice.engine.backend import Backend
-from sluice.engine.scaling import ShardObservation
+from sluice.engine.lanes import GroupLanes
+from sluice.engine.scaling import LaneObservation, ShardObservation
 from sluice.engine.shardstate import ShardRead
 from sluice.engine.store import ShardAddress
 from sluice.models import Queue, Shard
@@ -35,6 +36,16 @@ def shard_observation(
         drained=drained,
         flushed=flushed,
     )
+
+
+def lane_observation(read: ShardRead, lanes: GroupLanes, now_ms: int, busy_ms: int) -> LaneObservation | None:
+    """A group's lanes on a shard for the consumer-pressure policy (None: one lane, not split)."""
+    cursor = lanes.cursor
+    if cursor is None:
+        return None
+    busy = sum(1 for k, ls in lanes.lanes.items() if k < cursor.lanes and now_ms - ls.last_ms <= busy_ms)
+    unclaimed = lanes.unclaimed(read.head.next, read.head.floor)
+    return LaneObservation(cursor.ceiling, cursor.lanes, busy, unclaimed)
 
 
 def unreadable_observation(shard: Shard) -> ShardObservation:

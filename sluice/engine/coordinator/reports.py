@@ -73,11 +73,13 @@ class QueueReport:
     reason: str = ""
     all_regions: Figures | None = None  # the home region's coordinator in a multi-region deployment
     utilization: float = 0.0  # demand over the open shards' write ceiling, this pass
+    lane_ceilings: dict[str, int] = field(default_factory=dict)  # "<shard>/<group>" -> ceiling raised to
 
     @property
     def busy(self) -> bool:
         """Worth another pass within seconds: load near what the open shards take, throttles, a map
-        change in progress, push workers to keep up. Otherwise the minute rule's pass is soon enough."""
+        change in progress, push workers to keep up, pullers pressing on their lanes. Otherwise the
+        minute rule's pass is soon enough."""
         return bool(
             self.utilization >= BUSY_UTILIZATION
             or self.throttles_per_s
@@ -85,6 +87,7 @@ class QueueReport:
             or self.added
             or self.sealed
             or self.push_workers_started
+            or self.lane_ceilings
         )
 
     @property

@@ -33,7 +33,7 @@ from sluice.engine.coordinator.reports import Figures, QueueReport, RunReport
 from sluice.engine.coordinator.state import SavedState, StateStore
 from sluice.engine.ownership import Ownership
 from sluice.engine.queues import QueueRegistry
-from sluice.engine.scaling import Decision, QueueObservation, decide
+from sluice.engine.scaling import Decision, QueueObservation, decide, lane_ceiling
 from sluice.engine.shardstate import ShardRead, ShardStateReader
 from sluice.engine.store import ShardAddress
 from sluice.models import Queue, Shard
@@ -219,6 +219,8 @@ class Coordinator:
         report.unreadable = [s.id for s in unread]
         report.backlog = observe.backlog(queue, reads)
         report.oldest_message_age_s = observe.oldest_age_s(self.backend, queue, reads, now)
+        if not queue.settings.ordered:  # a key's order needs one lane
+            report.lane_ceilings = self._raise_lane_ceilings(reads, now)
 
         if decision.changes_map:
             queue = self._apply(queue, decision, token, report)  # stamps this region's HEADs too
@@ -255,6 +257,23 @@ class Coordinator:
                 decision.reason,
             )
         return report
+
+    def _raise_lane_ceilings(self, reads: list[ShardRead], now: int) -> dict[str, int]:
+        """Consumer pressure (`scaling.lane_ceiling`): more lanes for a group on a shard whose pullers
+        keep every lane busy at the ceiling while the backlog would feed more; one conditional update
+        of the group's lane 0 each. Messages stay where they are: only consumer parallelism grows."""
+        raised = {}
+        for read in reads:
+            for group, lanes in read.groups.items():
+                seen = observe.lane_observation(read, lanes, now, self.config.policy.lane_busy_ms)
+                if seen is None or lanes.cursor is None:
+                    continue
+                ceiling = lane_ceiling(seen, self.config.policy)
+                if ceiling > seen.ceiling and self.backend.store.set_ceiling(
+                    read.address, group, ceiling, lanes.cursor
+                ):
+                    raised[f"{read.shard.id}/{group}"] = ceiling
+        return raised
 
     def _apply(self, queue: Queue, decision: Decision, token: int, report: QueueReport) -> Queue:
         """The new map first, with the fencing token; HEAD seals follow (`_seal_heads`). Only this

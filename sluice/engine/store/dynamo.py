@@ -19,7 +19,7 @@ from sluice.codec import StoredMessage
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.engine.groupstate import GroupState
-from sluice.engine.lanes import Cursor, GroupLanes, LaneState
+from sluice.engine.lanes import MAX_LANES, Cursor, GroupLanes, LaneState
 from sluice.engine.payloads import ItemMessages
 from sluice.engine.store.items import (
     Allocation,
@@ -116,6 +116,7 @@ def cursor_of(item: Item | None) -> Cursor | None:
         lanes=int(item.get(keys.CURSOR_LANES, 1)),
         high=int(item.get(keys.CURSOR_HIGH, 1)),
         ranges=ranges,
+        ceiling=int(item.get(keys.CURSOR_CEILING, MAX_LANES)),
     )
 
 
@@ -624,6 +625,22 @@ class DynamoShardStore:
             return False
         return True
 
+    def set_ceiling(self, at: ShardAddress, group: str, ceiling: int, seen: Cursor) -> bool:
+        names = {"#c": keys.CURSOR_NEXT, "#lc": keys.CURSOR_CEILING}
+        values: dict[str, Any] = {":lc": ceiling}
+        condition = "attribute_exists(#c) AND "
+        if seen.ceiling == MAX_LANES:
+            condition += "(attribute_not_exists(#lc) OR #lc = :seen)"
+        else:
+            condition += "#lc = :seen"
+        values[":seen"] = seen.ceiling
+        pk, sk = self._lane_key(at, group, 0)
+        try:
+            self._table(at).update(pk, sk, "SET #lc = :lc", condition=condition, names=names, values=values)
+        except ConditionFailed:
+            return False
+        return True
+
     def merge(self, at: ShardAddress, group: str, lane0: GroupState, old_version: int, seen: Cursor) -> bool:
         names = {
             "#s": keys.STATE_BLOB,
@@ -631,9 +648,10 @@ class DynamoShardStore:
             "#c": keys.CURSOR_NEXT,
             "#n": keys.CURSOR_LANES,
             "#h": keys.CURSOR_HIGH,
+            "#lc": keys.CURSOR_CEILING,
             "#rd": keys.STATE_READ,
         }
-        removed = ["#c", "#n", "#h"]
+        removed = ["#c", "#n", "#h", "#lc"]
         for lane in seen.ranges:
             names[f"#lo{lane}"], names[f"#hi{lane}"] = f"{keys.RANGE_LO}{lane}", f"{keys.RANGE_HI}{lane}"
             removed += [f"#lo{lane}", f"#hi{lane}"]

@@ -12,7 +12,7 @@ from typing import Any
 from sluice import codec
 from sluice.codec import StoredMessage
 from sluice.engine.groupstate import GroupState
-from sluice.engine.lanes import Cursor, GroupLanes, LaneState
+from sluice.engine.lanes import MAX_LANES, Cursor, GroupLanes, LaneState
 from sluice.engine.payloads import ItemMessages
 from sluice.engine.store.dynamo import TOMBSTONE_TTL_SECONDS
 from sluice.engine.store.items import (
@@ -358,13 +358,22 @@ class MemoryShardStore:
             zero.lanes, zero.high = lanes, high
             return True
 
+    def set_ceiling(self, at: ShardAddress, group: str, ceiling: int, seen: Cursor) -> bool:
+        with self._lock:
+            zero = self._lane(at, group, 0)
+            if zero.next is None or zero.ceiling != seen.ceiling:
+                return False
+            zero.ceiling = ceiling
+            self.writes += 1
+            return True
+
     def merge(self, at: ShardAddress, group: str, lane0: GroupState, old_version: int, seen: Cursor) -> bool:
         with self._lock:
             zero = self._lane(at, group, 0)
             if zero.version != old_version or zero.next != seen.next:
                 return False
             zero.version, zero.blob = old_version + 1, lane0.encode()
-            zero.next, zero.lanes, zero.high, zero.ranges = None, 1, 1, {}
+            zero.next, zero.lanes, zero.high, zero.ranges, zero.ceiling = None, 1, 1, {}, MAX_LANES
             return True
 
     def put_state(self, at: ShardAddress, group: str, state: GroupState) -> None:
@@ -391,10 +400,13 @@ class _LaneItem:
     lanes: int = 1
     high: int = 1
     ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
+    ceiling: int = MAX_LANES
 
     def typed(self, lane: int) -> LaneState:
         state = GroupState() if self.blob is None else GroupState.decode(self.blob, self.version)
         return LaneState(lane, state, self.acked, self.last_ms, self.added)
 
     def cursor(self) -> Cursor | None:
-        return None if self.next is None else Cursor(self.next, self.lanes, self.high, dict(self.ranges))
+        if self.next is None:
+            return None
+        return Cursor(self.next, self.lanes, self.high, dict(self.ranges), self.ceiling)

@@ -204,6 +204,11 @@ class ShardStore(Protocol):
         """How many lanes may claim / may hold work; False when the cursor's counts changed meanwhile."""
         ...
 
+    def set_ceiling(self, at: ShardAddress, group: str, ceiling: int, seen: Cursor) -> bool:
+        """How many lanes pullers may widen to while split (the coordinator's call); False when the group
+        merged or the ceiling changed since `seen`. Touches no lane's state or version."""
+        ...
+
     def merge(self, at: ShardAddress, group: str, lane0: GroupState, old_version: int, seen: Cursor) -> bool:
         """Back to one lane: lane 0 reads on from `lane0.read` (the caller saw every lane hold nothing and
         nothing unclaimed, in `seen`); holds only while lane 0's version and the cursor are as seen (every
