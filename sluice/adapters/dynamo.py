@@ -121,6 +121,10 @@ class Table:
     def _fail_fast_client(self) -> Any:
         return aws.client("dynamodb", self._endpoint_url, self.region, fail_fast=True)
 
+    def pause(self, seconds: float) -> None:
+        """The wait before unprocessed keys are sent again (the twin's tables wait in virtual time)."""
+        time.sleep(seconds)
+
     def get(self, pk: str, sk: str, *, consistent: bool = True) -> Item | None:
         with aws.translated("DynamoDB"):
             resp = self._client.get_item(
@@ -288,7 +292,9 @@ def _batch_get_one_region(
     found: dict[tuple[str, str, str], Item] = {}
     left: dict[str, Any] = {}
     try:
-        for resp in _until_processed(client.batch_get_item, pending, "UnprocessedKeys", left):
+        for resp in _until_processed(
+            client.batch_get_item, pending, "UnprocessedKeys", tables[0].pause, left
+        ):
             for table_name, raws in resp["Responses"].items():
                 for raw in raws:
                     item = deserialize(raw)
@@ -307,7 +313,8 @@ def batch_delete(table: Table, keys: Sequence[tuple[str, str]]) -> None:
     """Delete items by key, 25 per BatchWriteItem, retrying unprocessed ones (TTL sweeps, cleanup)."""
     for start in range(0, len(keys), 25):
         requests = [{"DeleteRequest": {"Key": serialize(key(pk, sk))}} for pk, sk in keys[start : start + 25]]
-        for _ in _until_processed(table._client.batch_write_item, {table.name: requests}, "UnprocessedItems"):
+        write = table._client.batch_write_item
+        for _ in _until_processed(write, {table.name: requests}, "UnprocessedItems", table.pause):
             pass
 
 
@@ -320,13 +327,14 @@ def _until_processed(
     call: Callable[..., dict[str, Any]],
     request: dict[str, Any],
     unprocessed: str,
+    pause: Callable[[float], None],
     left: dict[str, Any] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Each response of a batch call, re-sending what came back unprocessed after a backoff pause. On
     `Throttled`, `left` (when given) holds the part of the request that was never processed."""
     for round_ in range(UNPROCESSED_ROUNDS):
         if round_:
-            time.sleep(unprocessed_pause(round_))
+            pause(unprocessed_pause(round_))
         if left is not None:
             left.clear()
             left.update(request)
