@@ -3,7 +3,9 @@ and the coordinator on its tick; the figure is how long until every message is a
 scaling: whatever the layout and the coordinator do to give the pullers room, they do it here).
 
 Only public engine calls (create, publish, pull, ack, `Coordinator.run_once`), so the same function
-measures any version of the engine (the engine before lanes was measured with it, `BEFORE_LANES`).
+measures any version of the engine (the engine before lanes was measured with it, `BEFORE_LANES`). On
+an engine with lanes it also takes a census each virtual second (`census`): where the messages not yet
+acked are, read from the shard store outside the model.
 `python -m bench.twin.drain` measures and writes its own section of docs/performance.md (between
 DRAIN_START and DRAIN_END); `--quick` runs a tiny backlog and writes nothing.
 """
@@ -12,10 +14,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import random
+import sys
 import time
 from collections import defaultdict
+from functools import partial
 from typing import Any
 
 from bench.twin.world import World, build, percentile
@@ -47,6 +52,46 @@ def seed(world: World, shards: int, backlog: int) -> None:
     world.dynamo.stats.reset()
 
 
+@contextlib.contextmanager
+def unmeasured(world: World) -> Any:
+    """Reads that are not part of the run: no capacity taken, nothing throttled, and the latency draws
+    given back, so the run is the one it would be without them."""
+    rng = world.dynamo.latency.rng
+    state = rng.getstate()
+    world.dynamo.unlimited = True
+    try:
+        yield
+    finally:
+        world.dynamo.unlimited = False
+        rng.setstate(state)
+
+
+def census(world: World) -> dict[str, int] | None:
+    """Where the group's unacked messages are, over every shard: unclaimed (no lane holds them),
+    claimed (in a lane's range, not read yet), leased (in flight), due (a lease ran out or a retry's
+    time came: deliverable), delayed. None on an engine without lanes (the baseline)."""
+    if importlib.util.find_spec("sluice.engine.lanes") is None:
+        return None
+    from sluice.engine.store.items import ShardAddress
+
+    queue = world.queue(QUEUE)
+    store = world.engine.backend.store
+    out = {"unclaimed": 0, "claimed": 0, "leased": 0, "due": 0, "delayed": 0, "lanes": 0}
+    with unmeasured(world):
+        views, _ = store.read_groups([ShardAddress.of(queue, s) for s in queue.readable_shards], ["g"])
+    for view in views:
+        lanes, head = view.groups["g"], view.head
+        figures = lanes.figures(head.next, world.sim.now_ms(), head.floor)
+        unclaimed = lanes.unclaimed(head.next, head.floor)
+        out["unclaimed"] += unclaimed
+        out["claimed"] += figures.unread - unclaimed
+        out["leased"] += figures.in_flight
+        out["due"] += figures.due
+        out["delayed"] += figures.delayed
+        out["lanes"] += lanes.cursor.lanes if lanes.cursor is not None else 1
+    return out
+
+
 def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -> dict[str, Any]:
     """Seconds (virtual) from the first pull until all `backlog` messages are acked."""
     started = time.time()
@@ -61,6 +106,18 @@ def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -
     latencies: list[float] = []
     failures: defaultdict[str, int] = defaultdict(int)
     rng = random.Random(9)
+    backing_off: dict[int, float] = {}  # puller -> its wait after an empty pull (absent: it got messages)
+    samples: list[dict[str, Any]] = []
+
+    def sample(second: int) -> None:
+        """Each virtual second: acked so far, pullers backing off, and the census (lanes engine)."""
+        waits = list(backing_off.values())
+        samples.append({
+            "t": second, "acked": done["acked"], "idle_pullers": len(waits),
+            "idle_2s": sum(1 for w in waits if w >= IDLE_MAX_S), **(census(world) or {}),
+        })  # fmt: skip
+        print(samples[-1], f"wall {time.time() - started:.0f} s", file=sys.stderr, flush=True)
+        sim.at(t0 + second + 1, lambda: sample(second + 1))
 
     def finished() -> bool:
         return done["at"] is not None or sim.now - t0 >= limit_s
@@ -76,7 +133,7 @@ def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -
                 sim.sleep(rng.uniform(0.05, 0.2))
         return 0
 
-    def puller() -> None:
+    def puller(me: int) -> None:
         sim.sleep(rng.uniform(0, 0.05))
         idle = IDLE_FIRST_S
         while not finished():
@@ -85,10 +142,12 @@ def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -
                 result = engine.consumer.pull(QUEUE, group="g", batch_size=batch)
                 latencies.append(sim.now - start)
                 if not result.messages:  # an SDK-like client backs off while nothing comes
+                    backing_off[me] = idle
                     sim.sleep(idle)
                     idle = min(idle * 2, IDLE_MAX_S)
                     continue
                 idle = IDLE_FIRST_S
+                backing_off.pop(me, None)
                 acked = ack(result.messages)
                 total = (done["acked"] or 0) + acked  # removed from the backlog: a redelivery counts once
                 done["acked"] = total
@@ -112,7 +171,8 @@ def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -
 
     sim.spawn("coordinator", coordinate)
     for i in range(pullers):
-        sim.spawn(f"puller-{i}", puller)
+        sim.spawn(f"puller-{i}", partial(puller, i))
+    sample(0)
     while not finished():
         sim.run_until(sim.now + 0.5)
     stats = world.dynamo.stats
@@ -135,6 +195,7 @@ def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -
         "pull_p99_ms": percentile(latencies, 99) * 1000,
         "failed_calls": dict(failures),
         "lane_ceilings": ceilings,
+        "census": samples,
         "wall_s": time.time() - started,
     }
 
