@@ -33,6 +33,8 @@ QUEUE = "drain"
 BODY_BYTES = 200
 IDLE_FIRST_S, IDLE_MAX_S = 0.05, 2.0  # a puller's wait after an empty pull, doubling
 ACK_ATTEMPTS = 10  # a throttled ack is sent again this many times at most (the SDK retries 429s)
+# A refused call (429, 503) is sent again after its Retry-After (`retry_after_seconds`), as the SDK
+# does (sluice/client.py `request`): 1 s for a throttled pull or ack.
 
 
 def _messages(batch: int) -> list[OutgoingMessage]:
@@ -123,14 +125,14 @@ def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -
         return done["at"] is not None or sim.now - t0 >= limit_s
 
     def ack(messages: list[Delivery]) -> int:
-        """Ack as the SDK does: a throttled ack is sent again after a back-off (a lease left to its
+        """Ack as the SDK does: a throttled ack is sent again after its Retry-After (a lease left to its
         visibility timeout would hold its message for 30 s, longer than the drain)."""
         for _ in range(ACK_ATTEMPTS):
             try:
                 return engine.consumer.ack(QUEUE, [m.lease_id for m in messages]).ack_count
             except (errors.Throttled, errors.DependencyUnavailable) as exc:
                 failures[f"ack {type(exc).__name__}"] += 1
-                sim.sleep(rng.uniform(0.05, 0.2))
+                sim.sleep(exc.retry_after_seconds)
         return 0
 
     def puller(me: int) -> None:
@@ -156,7 +158,7 @@ def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -
                     done["at"] = sim.now - t0
             except (errors.Throttled, errors.DependencyUnavailable) as exc:
                 failures[type(exc).__name__] += 1
-                sim.sleep(rng.uniform(0.05, 0.2))
+                sim.sleep(exc.retry_after_seconds)
 
     config = CoordinatorConfig(queues=[QUEUE])
     coordinator = Coordinator(engine.backend, engine.queues, config=config, holder="twin")
