@@ -296,7 +296,8 @@ class TwinDynamo:
         return {}
 
     def batch_get_item(self, RequestItems: dict) -> dict:
-        """One attempt: throttled keys come back unprocessed (the adapter loops on them)."""
+        """One attempt: throttled keys come back unprocessed (the adapter sends them again after its
+        pause, which `TwinTable.pause` spends in virtual time)."""
         responses: dict[str, list] = {}
         unprocessed: dict[str, dict] = {}
         kb = 0.0
@@ -325,7 +326,6 @@ class TwinDynamo:
             self.throttle_log.append(self.sim.now)
             if not read_any:
                 raise _error(THROTTLE, "BatchGetItem")
-            self.sim.sleep(self.rng.random() * 0.05)  # the adapter re-asks at once; give the bucket a moment
         return {"Responses": responses, "UnprocessedKeys": unprocessed}
 
     def batch_write_item(self, RequestItems: dict) -> dict:
@@ -349,7 +349,6 @@ class TwinDynamo:
         self.sim.sleep(self._latency())
         if unprocessed:
             self.stats.throttles[("BatchWriteItem", "any")] += 1
-            self.sim.sleep(self.rng.random() * 0.05)
         return {"UnprocessedItems": unprocessed}
 
     def query(

@@ -68,6 +68,9 @@ class TwinTable(Table):
     def _fail_fast_client(self) -> Any:
         return self._twin.with_attempts(FAIL_FAST_ATTEMPTS)
 
+    def pause(self, seconds: float) -> None:
+        self._twin.sim.sleep(seconds)
+
 
 class _S3Client:
     def __init__(self, sim: Sim, latency: Latency = S3_STANDARD) -> None:

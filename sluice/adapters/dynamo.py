@@ -121,6 +121,10 @@ class Table:
     def _fail_fast_client(self) -> Any:
         return aws.client("dynamodb", self._endpoint_url, self.region, fail_fast=True)
 
+    def pause(self, seconds: float) -> None:
+        """The wait before unprocessed keys are sent again (the twin's tables wait in virtual time)."""
+        time.sleep(seconds)
+
     def get(self, pk: str, sk: str, *, consistent: bool = True) -> Item | None:
         with aws.translated("DynamoDB"):
             resp = self._client.get_item(
@@ -248,18 +252,19 @@ class Table:
 
 
 def batch_get_across(
-    requests: Mapping[Table, Iterable[tuple[str, str]]], *, consistent: bool = True
+    requests: Mapping[Table, Iterable[tuple[str, str]]], *, consistent: bool = True, fail_fast: bool = False
 ) -> dict[tuple[str, str, str], Item]:
     """One BatchGetItem over several tables (≤ 100 keys): {(table, pk, sk): item} for items that exist.
-    Keys still throttled after the retries end in `Throttled`."""
-    found, unread = batch_get_available(requests, consistent=consistent)
+    Keys still throttled after the retries end in `Throttled`; `fail_fast`: after one call, not
+    retried (for a caller that has an answer without them)."""
+    found, unread = batch_get_available(requests, consistent=consistent, fail_fast=fail_fast)
     if unread:
         raise errors.Throttled("DynamoDB left part of a batch unprocessed on every retry; retry shortly")
     return found
 
 
 def batch_get_available(
-    requests: Mapping[Table, Iterable[tuple[str, str]]], *, consistent: bool = True
+    requests: Mapping[Table, Iterable[tuple[str, str]]], *, consistent: bool = True, fail_fast: bool = False
 ) -> tuple[dict[tuple[str, str, str], Item], set[tuple[str, str, str]]]:
     """`batch_get_across` for a reader that can act on part of the keys (the coordinator): what could be
     read, and the (table, pk, sk) keys still throttled after the retries instead of an error. A call
@@ -271,24 +276,30 @@ def batch_get_available(
     found: dict[tuple[str, str, str], Item] = {}
     unread: set[tuple[str, str, str]] = set()
     for tables in by_region.values():
-        part, missed = _batch_get_one_region(tables, requests, consistent)
+        part, missed = _batch_get_one_region(tables, requests, consistent, fail_fast)
         found |= part
         unread |= missed
     return found, unread
 
 
 def _batch_get_one_region(
-    tables: Sequence[Table], requests: Mapping[Table, Iterable[tuple[str, str]]], consistent: bool
+    tables: Sequence[Table],
+    requests: Mapping[Table, Iterable[tuple[str, str]]],
+    consistent: bool,
+    fail_fast: bool,
 ) -> tuple[dict[tuple[str, str, str], Item], set[tuple[str, str, str]]]:
     pending: dict[str, Any] = {}
     for t in tables:
         entry = pending.setdefault(t.name, {"Keys": [], "ConsistentRead": consistent})
         entry["Keys"] += [serialize(key(pk, sk)) for pk, sk in requests[t]]
-    client = tables[0]._client
+    client = tables[0]._fail_fast_client if fail_fast else tables[0]._client
+    rounds = 1 if fail_fast else UNPROCESSED_ROUNDS
     found: dict[tuple[str, str, str], Item] = {}
     left: dict[str, Any] = {}
     try:
-        for resp in _until_processed(client.batch_get_item, pending, "UnprocessedKeys", left):
+        for resp in _until_processed(
+            client.batch_get_item, pending, "UnprocessedKeys", tables[0].pause, left, rounds
+        ):
             for table_name, raws in resp["Responses"].items():
                 for raw in raws:
                     item = deserialize(raw)
@@ -307,7 +318,8 @@ def batch_delete(table: Table, keys: Sequence[tuple[str, str]]) -> None:
     """Delete items by key, 25 per BatchWriteItem, retrying unprocessed ones (TTL sweeps, cleanup)."""
     for start in range(0, len(keys), 25):
         requests = [{"DeleteRequest": {"Key": serialize(key(pk, sk))}} for pk, sk in keys[start : start + 25]]
-        for _ in _until_processed(table._client.batch_write_item, {table.name: requests}, "UnprocessedItems"):
+        write = table._client.batch_write_item
+        for _ in _until_processed(write, {table.name: requests}, "UnprocessedItems", table.pause):
             pass
 
 
@@ -320,13 +332,15 @@ def _until_processed(
     call: Callable[..., dict[str, Any]],
     request: dict[str, Any],
     unprocessed: str,
+    pause: Callable[[float], None],
     left: dict[str, Any] | None = None,
+    rounds: int = UNPROCESSED_ROUNDS,
 ) -> Iterator[dict[str, Any]]:
     """Each response of a batch call, re-sending what came back unprocessed after a backoff pause. On
     `Throttled`, `left` (when given) holds the part of the request that was never processed."""
-    for round_ in range(UNPROCESSED_ROUNDS):
+    for round_ in range(rounds):
         if round_:
-            time.sleep(unprocessed_pause(round_))
+            pause(unprocessed_pause(round_))
         if left is not None:
             left.clear()
             left.update(request)

@@ -323,7 +323,11 @@ class Consumer:
         """`planner.survey`, observing the HEADs' map stamps: a HEAD stamped with a newer map makes the
         next pull read the new shards too, and one stamped with a pause stops this pull (`pull.paused`:
         nothing leased, no exact answer)."""
-        reads = self.planner.survey(pull.queue, shards, pull.group, every_lane=every_lane)
+        # Holding leases, a pull answers them rather than wait out a throttled partition's retries
+        # (its leases stay in flight meanwhile: on a saturated shard, seconds of a drain's tail).
+        reads = self.planner.survey(
+            pull.queue, shards, pull.group, every_lane=every_lane, fail_fast=bool(pull.out)
+        )
         self._observe(pull, [(read.address.shard, read.head) for read in reads])
         pull.surveyed.update((read.shard.id, read) for read in reads)
         return reads
@@ -389,7 +393,7 @@ class Consumer:
             if isinstance(place, LaneView):
                 view = place
             elif (place[0].id, place[1]) not in tried:
-                view = self.planner.lane(pull.queue, place[0], pull.group, place[1])
+                view = self.planner.lane(pull.queue, place[0], pull.group, place[1], fail_fast=bool(pull.out))
                 if not busy and self.clock() - view.last_ms < BUSY_MS:
                     continue  # its puller is on it: look elsewhere first (a survey comes back to it)
             else:

@@ -104,14 +104,25 @@ class PullPlanner:
         if self._affinity().get(key) == Affinity(view.address.id, view.lane):
             del self._affinity()[key]
 
-    def lane(self, queue: Queue, shard: Shard, group: str, lane: int, *, head: bool = False) -> LaneView:
+    def lane(
+        self,
+        queue: Queue,
+        shard: Shard,
+        group: str,
+        lane: int,
+        *,
+        head: bool = False,
+        fail_fast: bool = False,
+    ) -> LaneView:
         """One lane, read alone when the group's lanes on this shard were split when last seen (a lane
         inside its claimed range needs neither the cursor nor the HEAD; the leaser reads them when its
         range is read); with lane 0's cursor and the HEAD otherwise (one lane reads up to HEAD next).
         `head`: the HEAD in any case (a pull observes its map stamps: a pause stops it)."""
         at = ShardAddress.of(queue, shard)
         split = self._split.get((queue.name, group, shard.id), False)
-        read = self.store.read_lanes(at, group, [lane], head=head or not split, cursor=not split)
+        read = self.store.read_lanes(
+            at, group, [lane], head=head or not split, cursor=not split, fail_fast=fail_fast
+        )
         if not split:
             self._split[(queue.name, group, shard.id)] = read.cursor is not None
         return LaneView.of(at, group, read.lanes[lane], read.cursor, read.head, cursor_known=not split)
@@ -119,9 +130,9 @@ class PullPlanner:
     # --- the region's shards ------------------------------------------------------------------------------
 
     def survey(
-        self, queue: Queue, shards: Sequence[Shard], group: str, *, every_lane: bool
+        self, queue: Queue, shards: Sequence[Shard], group: str, *, every_lane: bool, fail_fast: bool = False
     ) -> list[ShardRead]:
-        reads = self.states.read(queue, shards, [group], every_lane=every_lane)
+        reads = self.states.read(queue, shards, [group], every_lane=every_lane, fail_fast=fail_fast)
         for read in reads:
             self._split[(queue.name, group, read.shard.id)] = read.groups[group].cursor is not None
         return reads

@@ -52,12 +52,18 @@ class ShardStateReader:
         self.store = store
 
     def read(
-        self, queue: Queue, shards: Sequence[Shard], groups: Sequence[str], *, every_lane: bool = True
+        self,
+        queue: Queue,
+        shards: Sequence[Shard],
+        groups: Sequence[str],
+        *,
+        every_lane: bool = True,
+        fail_fast: bool = False,
     ) -> list[ShardRead]:
         """HEADs and the groups' lanes of `shards` (lane 0 only without `every_lane`), consistent; keys
-        throttled on every retry end in `Throttled`."""
+        throttled on every retry (`fail_fast`: on the first call) end in `Throttled`."""
         ats = [ShardAddress.of(queue, s) for s in shards]
-        views, _ = self.store.read_groups(ats, groups, every_lane=every_lane)
+        views, _ = self.store.read_groups(ats, groups, every_lane=every_lane, fail_fast=fail_fast)
         return [_floored(v) for v in views]
 
     def read_available(

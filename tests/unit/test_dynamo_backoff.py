@@ -39,6 +39,10 @@ class FakeTable(dynamo.Table):
     def _client(self) -> Any:
         return self.fake
 
+    @property
+    def _fail_fast_client(self) -> Any:
+        return self.fake
+
 
 @pytest.fixture
 def pauses(monkeypatch) -> list[float]:
@@ -80,3 +84,12 @@ def test_a_partial_reader_gets_what_was_read_and_the_keys_left_throttled(pauses)
     assert client.calls == dynamo.UNPROCESSED_ROUNDS
     found, unread = dynamo.batch_get_available({FakeTable(FakeClient(stubborn=2)): [("a", "1")]})
     assert list(found) == [("t", "a", "1")] and unread == set()
+
+
+def test_a_fail_fast_read_asks_once(pauses):
+    """A pull holding leases answers them rather than wait out a throttled partition's retries."""
+    client = FakeClient(stubborn=1)
+    found, unread = dynamo.batch_get_available({FakeTable(client): [("a", "1")]}, fail_fast=True)
+    assert found == {} and unread == {("t", "a", "1")} and client.calls == 1 and pauses == []
+    with pytest.raises(errors.Throttled):
+        dynamo.batch_get_across({FakeTable(FakeClient(stubborn=1)): [("a", "1")]}, fail_fast=True)

@@ -15,6 +15,7 @@ from bench.twin.sim import Sim
 from bench.twin.world import TwinTable, build
 from sluice import errors
 from sluice.adapters import aws as aws_adapter
+from sluice.adapters import dynamo as dynamo_adapter
 from sluice.adapters.dynamo import ConditionFailed, Table
 from sluice.engine import keys
 from sluice.models import OutgoingMessage
@@ -197,6 +198,27 @@ def test_a_send_throttled_on_one_shard_moves_to_another_open_shard():
     }  # fmt: skip
     assert shards == {1}  # none failed, none stored on the throttled shard
     assert world.dynamo.stats.throttles[("UpdateItem", "HEAD")] > 0
+
+
+def test_unprocessed_keys_wait_in_virtual_time(monkeypatch: pytest.MonkeyPatch):
+    """The adapter's pause before unprocessed keys go again is the twin's: a wall-clock pause held the
+    baton (every actor stood still) and let no capacity come back, so the retries failed again."""
+    monkeypatch.setattr(dynamo_adapter.time, "sleep", lambda _s: pytest.fail("a wall-clock pause"))
+    world = build()
+    table = TwinTable("t", world.dynamo)
+    for pk in ("cold", "hot"):
+        table.put({"pk": pk, "sk": "s", "v": 1})
+    world.dynamo.tables["t"]["hot"].tokens = -0.001  # refilled by the time the keys go again
+    got: dict[str, Any] = {}
+
+    def reader() -> None:
+        got["found"], got["unread"] = dynamo_adapter.batch_get_available(
+            {table: [("cold", "s"), ("hot", "s")]}
+        )
+
+    world.sim.spawn("reader", reader)
+    world.sim.run_until(10.0)
+    assert sorted(pk for _t, pk, _s in got["found"]) == ["cold", "hot"] and not got["unread"]
 
 
 def test_a_world_draws_as_if_it_were_the_first_of_the_process():

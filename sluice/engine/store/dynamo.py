@@ -406,11 +406,12 @@ class DynamoShardStore:
         *,
         partial: bool = False,
         every_lane: bool = True,
+        fail_fast: bool = False,
     ) -> tuple[list[ShardView], list[ShardAddress]]:
         wanted = {
             at.pk: (at, [(at.pk, keys.HEAD_SK), *(self._lane_key(at, g, 0) for g in groups)]) for at in ats
         }
-        found, unread = self._read_keys(wanted, partial)
+        found, unread = self._read_keys(wanted, partial, fail_fast=fail_fast)
         views = []
         more: dict[str, tuple[ShardAddress, list[tuple[str, str]]]] = {}
         for at in ats:
@@ -427,7 +428,7 @@ class DynamoShardStore:
                     more.setdefault(at.pk, (at, []))[1].extend(extra)
             views.append(view)
         if more:
-            found_more, unread_more = self._read_keys(more, partial)
+            found_more, unread_more = self._read_keys(more, partial, fail_fast=fail_fast)
             unread |= unread_more
             for view in views:
                 at = view.address
@@ -463,6 +464,7 @@ class DynamoShardStore:
         partial: bool,
         *,
         consistent: bool = True,
+        fail_fast: bool = False,
     ) -> tuple[dict[str, dict[tuple[str, str], Item]], set[str]]:
         """BatchGetItems (≤ 100 keys each; consistent unless told), by shard partition: its items by
         key, and the shards with a key still throttled after the retries (only with `partial`)."""
@@ -476,22 +478,29 @@ class DynamoShardStore:
                 requests.setdefault(table, []).append(key)
                 owner[(table.name, *key)] = pk
             if partial:
-                items, missed = batch_get_available(requests, consistent=consistent)
+                items, missed = batch_get_available(requests, consistent=consistent, fail_fast=fail_fast)
             else:
-                items, missed = batch_get_across(requests, consistent=consistent), set()
+                items, missed = batch_get_across(requests, consistent=consistent, fail_fast=fail_fast), set()
             unread.update(owner[k] for k in missed)
             for k, item in items.items():
                 found[owner[k]][(k[1], k[2])] = item
         return found, unread
 
     def read_lanes(
-        self, at: ShardAddress, group: str, lanes: Sequence[int], *, head: bool, cursor: bool = True
+        self,
+        at: ShardAddress,
+        group: str,
+        lanes: Sequence[int],
+        *,
+        head: bool,
+        cursor: bool = True,
+        fail_fast: bool = False,
     ) -> LaneRead:
         wanted = sorted({0, *lanes} if cursor else set(lanes))
         key_list = [self._lane_key(at, group, lane) for lane in wanted]
         if head:
             key_list.append((at.pk, keys.HEAD_SK))
-        found, _ = self._read_keys({at.pk: (at, key_list)}, partial=False)
+        found, _ = self._read_keys({at.pk: (at, key_list)}, partial=False, fail_fast=fail_fast)
         items = found[at.pk]
         zero = items.get(self._lane_key(at, group, 0))
         return LaneRead(

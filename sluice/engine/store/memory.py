@@ -267,6 +267,7 @@ class MemoryShardStore:
         *,
         partial: bool = False,
         every_lane: bool = True,
+        fail_fast: bool = False,
     ) -> tuple[list[ShardView], list[ShardAddress]]:
         with self._lock:
             views = [
@@ -278,7 +279,14 @@ class MemoryShardStore:
             return views, []
 
     def read_lanes(
-        self, at: ShardAddress, group: str, lanes: Sequence[int], *, head: bool, cursor: bool = True
+        self,
+        at: ShardAddress,
+        group: str,
+        lanes: Sequence[int],
+        *,
+        head: bool,
+        cursor: bool = True,
+        fail_fast: bool = False,
     ) -> LaneRead:
         with self._lock:
             wanted = sorted({0, *lanes} if cursor else set(lanes))

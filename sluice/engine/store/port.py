@@ -143,17 +143,27 @@ class ShardStore(Protocol):
         *,
         partial: bool = False,
         every_lane: bool = True,
+        fail_fast: bool = False,
     ) -> tuple[list[ShardView], list[ShardAddress]]:
         """HEADs and the groups' lanes, consistently: lane 0 (with the cursor), then (`every_lane`) the
         other lanes the cursor says may hold work. (views, shards left unread): without `partial`, keys
-        still throttled after the retries raise `Throttled`; with it, their shards are returned unread."""
+        still throttled after the retries raise `Throttled`; with it, their shards are returned unread.
+        `fail_fast`: keys throttled on the first call are not asked again (a pull holding leases)."""
         ...
 
     def read_lanes(
-        self, at: ShardAddress, group: str, lanes: Sequence[int], *, head: bool, cursor: bool = True
+        self,
+        at: ShardAddress,
+        group: str,
+        lanes: Sequence[int],
+        *,
+        head: bool,
+        cursor: bool = True,
+        fail_fast: bool = False,
     ) -> LaneRead:
         """`lanes` of one group on one shard, consistently; with `cursor` lane 0 too (its item holds the
-        cursor); the HEAD with `head`. Without `cursor`, `LaneRead.cursor` is None: unknown."""
+        cursor); the HEAD with `head`. Without `cursor`, `LaneRead.cursor` is None: unknown. `fail_fast`
+        as in `read_groups`."""
         ...
 
     def glance(
