@@ -34,7 +34,7 @@ from sluice.engine.publish import Publisher, message_id
 from sluice.engine.pullplan import BUSY_MS, PullPlanner
 from sluice.engine.queues import QueueDirectory
 from sluice.engine.regions import RegionBreaker, region_key
-from sluice.engine.shardlease import CarriedAcks, LaneKey, ShardLeaser, gone
+from sluice.engine.shardlease import CarriedAcks, LaneKey, ShardLeaser, Tally, gone
 from sluice.engine.shardstate import ShardRead, ShardStateReader
 from sluice.engine.store import Head, ShardAddress
 from sluice.leases import Lease, LeaseSigner
@@ -406,9 +406,9 @@ class Consumer:
         lost on the lane this container keeps to means more pullers than lanes there: widen them (a
         newcomer's lost race only means it picked a taken lane: it looks elsewhere)."""
         tried.add((view.address.id, view.lane))
-        races, contended = self.leaser.lost_races, self.leaser.contended
+        tally = Tally()
         try:
-            got = self.leaser.take(pull.queue, view, pull.want, pull.vis, pull.budget, pull.carried)
+            got = self.leaser.take(pull.queue, view, pull.want, pull.vis, pull.budget, pull.carried, tally)
         except errors.DependencyUnavailable:
             region = region_key(self.backend, view.address.shard)
             if region is None or not pull.out:
@@ -424,9 +424,9 @@ class Consumer:
             pull.exact = False
             return
         pull.out += got
-        if self.leaser.contended > contended:
+        if tally.contended:
             pull.exact = False  # a lane with work was left to its puller: no proof of emptiness here
-        lost = self.leaser.lost_races > races
+        lost = tally.lost_races > 0
         if lost and own:
             self._widen(pull, view)
         # Two pullers on one lane: each lost race sends the loser away with even odds (both leaving at

@@ -56,6 +56,16 @@ class CarriedAcks:
 
 
 @dataclass
+class Tally:
+    """What one `take` met: its lost races, and whether it gave up on the lane. Per call, not per
+    process: a threaded host (`sluice local`) serves many pulls with one engine, and another pull's
+    lost race says nothing about this one's lane."""
+
+    lost_races: int = 0
+    contended: bool = False
+
+
+@dataclass
 class _Take:
     """One attempt at leasing from one lane: what to take, and the deliveries taken so far."""
 
@@ -81,8 +91,6 @@ class ShardLeaser:
         self.signer = signer
         self.dead_letters = dead_letters
         self.commit = StateCommit(store, clock)
-        self.lost_races = 0  # commits of this process that lost (read by the pull to widen the lanes)
-        self.contended = 0  # pulls that gave up on a lane after PULL_ATTEMPTS lost races
 
     def take(
         self,
@@ -92,7 +100,11 @@ class ShardLeaser:
         vis: int,
         budget: ByteBudget | None,
         carried: CarriedAcks | None = None,
+        tally: Tally | None = None,
     ) -> list[Delivery]:
+        """Lease up to `want` from the lane in at most PULL_ATTEMPTS commits; `tally`, when the caller
+        wants them, counts this call's lost races and whether it gave the lane up as contended."""
+        tally = tally if tally is not None else Tally()
         fetched: list[BatchItem] = []
         mark = budget.mark() if budget else None
         for attempt in range(PULL_ATTEMPTS):
@@ -110,13 +122,13 @@ class ShardLeaser:
                 record_carried(carried, view, acked)
                 return []
             if not self.commit.save(view, old_version):
-                self.lost_races += 1
+                tally.lost_races += 1
                 if budget and mark:
                     budget.reset(mark)
                 continue
             record_carried(carried, view, acked)
             return take.out
-        self.contended += 1
+        tally.contended = True
         return []  # the lane is contended: the caller looks elsewhere
 
     def _take_due(self, take: _Take) -> None:
