@@ -302,11 +302,12 @@ def pull_load(
         while sim.now < end:
             t0 = sim.now
             try:
-                result = engine.consumer.pull(QUEUE, group="g", batch_size=batch)
+                consumer = world.container().consumer  # one Lambda container per puller, as deployed
+                result = consumer.pull(QUEUE, group="g", batch_size=batch)
                 if t0 >= start:
                     latencies.append(sim.now - t0)
                 if result.messages:
-                    done = engine.consumer.ack(QUEUE, [m.lease_id for m in result.messages]).ack_count
+                    done = consumer.ack(QUEUE, [m.lease_id for m in result.messages]).ack_count
                     if sim.now >= start:
                         acked[int(sim.now * 10)] += done
                 else:
