@@ -6,19 +6,38 @@ merges back to one lane (and the default ceiling)."""
 from __future__ import annotations
 
 import contextlib
+import random
 from collections import Counter
+from collections.abc import Iterator
+
+import pytest
 
 from bench.twin.world import build
 from sluice import errors
+from sluice.engine.consume import Consumer
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig
 from sluice.engine.lanes import MAX_LANES
 from sluice.engine.scaling import ScalingPolicy
 from sluice.engine.store import ShardAddress
-from sluice.models import OutgoingMessage
+from sluice.models import AckResult, OutgoingMessage
 
-MESSAGES, PULLERS, BATCH = 4_000, 60, 10
+MESSAGES, PULLERS, BATCH = 8_000, 60, 10
+ACK_ATTEMPTS = 10
 
 
+@pytest.fixture
+def engine_random() -> Iterator[None]:
+    """The engine draws from the global `random` (backoffs, which puller leaves a contended lane), so
+    the twin's run differs from run to run: a fixed seed makes this test one run. Over 16 seeds, 15
+    had the pullers widen past 32 lanes; in one, the 32 lanes' claims took the backlog before any
+    puller lost a race on its own lane after the ceiling rose."""
+    state = random.getstate()
+    random.seed(0)
+    yield
+    random.setstate(state)
+
+
+@pytest.mark.usefixtures("engine_random")
 def test_consumer_pressure_raises_the_lane_ceiling_and_every_message_is_acked_once() -> None:
     world = build(seed=5)
     engine, sim = world.engine, world.sim
@@ -48,17 +67,27 @@ def test_consumer_pressure_raises_the_lane_ceiling_and_every_message_is_acked_on
                     raised.update(report.lane_ceilings)
             sim.sleep(0.1)
 
+    def ack(consumer: Consumer, lease_ids: list[str]) -> AckResult:
+        """A throttled ack is sent again, as the SDK does (left alone, its leases would expire and
+        their messages go to another puller while this one still holds them)."""
+        for _ in range(ACK_ATTEMPTS):
+            with contextlib.suppress(errors.Throttled):
+                return consumer.ack("q", lease_ids)
+            sim.sleep(0.1)
+        raise AssertionError(f"an ack was throttled {ACK_ATTEMPTS} times")
+
     def puller() -> None:
+        consumer = world.container().consumer  # a container of its own, as Lambda runs pullers
         while len(acked) < MESSAGES and sim.now < 60:
-            try:  # a throttled call is retried, as a client does (its leases come back after 2 s)
-                result = engine.consumer.pull("q", group="default", batch_size=BATCH, visibility_ms=2_000)
-                if not result.messages:
-                    sim.sleep(0.05)
-                    continue
-                done = engine.consumer.ack("q", [m.lease_id for m in result.messages])
+            try:  # a throttled pull is retried, as a client does (leases it lost come back after 2 s)
+                result = consumer.pull("q", group="default", batch_size=BATCH, visibility_ms=2_000)
             except errors.Throttled:
                 sim.sleep(0.1)
                 continue
+            if not result.messages:
+                sim.sleep(0.05)
+                continue
+            done = ack(consumer, [m.lease_id for m in result.messages])
             assert done.ack_count == len(result.messages), done.warnings
             acked.update(m.id for m in result.messages)
 
