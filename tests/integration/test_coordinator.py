@@ -159,18 +159,29 @@ def test_scale_up_seal_and_retire_without_losing_a_message(clocked, clock, queue
     ]
 
 
-def test_bottomless_shards_retire_only_once_flushed(clocked, clock, queue_name):
+class TakingTurns:
+    """Stands in for the publisher's `random`: each send goes to the next open shard in turn."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+
+    def choice(self, candidates):
+        self.turn += 1
+        return candidates[self.turn % len(candidates)]
+
+
+def test_bottomless_shards_retire_only_once_flushed(clocked, clock, queue_name, monkeypatch):
     clocked.queues.create(queue_name, {"bottomless": True, "min_shards": 2, "retention_seconds": 60})
     invoker = RecordingInvoker()
     coord = coordinator(clocked, queue_name, invoker=invoker)
     coord.run_once()
     queue = clocked.queues.get(queue_name)
-    # Both shards must hold records (sends pick a shard at random): a shard with none is trivially
-    # flushed, and whichever one is sealed must first wait for its flush.
-    for _ in range(20):
-        send(clocked, queue_name, 2)
-        if all(head(clocked, queue, s.id).get("next", 0) > 1 for s in queue.shards):
-            break
+    # Both shards must hold records: a shard with none is trivially flushed, and whichever one is sealed
+    # must first wait for its flush. Sends take turns: at random, retrying until both held records could
+    # send enough for the coordinator to add a third shard and then seal two (it failed CI that way).
+    monkeypatch.setattr("sluice.engine.publish.random", TakingTurns())
+    send(clocked, queue_name, 2)
+    assert all(head(clocked, queue, s.id).get("next", 0) > 1 for s in queue.shards)
     clocked.queues.update_settings(queue_name, {"min_shards": 1})
     clock.advance(1_000)
     coord.run_once()
