@@ -275,10 +275,22 @@ def _fill(points: dict[int, int], n: int) -> list[int]:
 
 
 def pull_load(
-    pullers: int, batch: int, shards: int, seconds: float, backlog: int, warmup: float = 1.0
+    pullers: int,
+    batch: int,
+    shards: int,
+    seconds: float,
+    backlog: int,
+    warmup: float = 1.0,
+    *,
+    think_s: float = 0.0,
+    carry_acks: bool = False,
 ) -> dict[str, Any]:
     """`pullers` closed-loop pull+ack consumers of one group against a seeded backlog: `warmup` virtual
-    seconds for the lanes to widen, then `seconds` measured (statistics reset at the start)."""
+    seconds for the lanes to widen, then `seconds` measured (statistics reset at the start).
+    `think_s`: each puller works that long on a batch before it acks (a consumer's processing: the
+    pullers then ask for what they can handle, not for what the partitions can give). `carry_acks`: a
+    batch's acks ride on the puller's next pull (`acks=`, one state write for both) instead of an ack
+    call."""
     world = build()
     engine = world.engine
     queue = engine.queues.create(QUEUE, {"min_shards": shards, "max_shards": shards})
@@ -299,17 +311,24 @@ def pull_load(
 
     def puller() -> None:
         sim.sleep(rng.uniform(0, 0.05))
+        held: list[str] = []  # with `carry_acks`: the last batch's lease ids, acked by the next pull
         while sim.now < end:
             t0 = sim.now
             try:
                 consumer = world.container().consumer  # one Lambda container per puller, as deployed
-                result = consumer.pull(QUEUE, group="g", batch_size=batch)
+                result = consumer.pull(
+                    QUEUE, group="g", batch_size=batch, acks=held if carry_acks and held else None
+                )
                 if t0 >= start:
                     latencies.append(sim.now - t0)
+                    acked[int(sim.now * 10)] += result.ack.ack_count if result.ack else 0
+                held = [m.lease_id for m in result.messages]
                 if result.messages:
-                    done = consumer.ack(QUEUE, [m.lease_id for m in result.messages]).ack_count
-                    if sim.now >= start:
-                        acked[int(sim.now * 10)] += done
+                    sim.sleep(think_s)
+                    if not carry_acks:
+                        done = consumer.ack(QUEUE, held).ack_count
+                        if sim.now >= start:
+                            acked[int(sim.now * 10)] += done
                 else:
                     sim.sleep(0.05)
             except (errors.Throttled, errors.DependencyUnavailable) as exc:
@@ -338,6 +357,8 @@ def pull_load(
         "batch": batch,
         "shards": shards,
         "backlog": backlog,
+        "think_s": think_s,
+        "carry_acks": carry_acks,
         "msgs_per_s": total / seconds,
         "conflict_share": conflicts / max(1, state_writes),
         "throttle_share": throttles / max(1, attempts),

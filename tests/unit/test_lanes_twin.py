@@ -72,3 +72,20 @@ def test_quick_pullers_write_about_two_units_per_hundred_messages() -> None:
 
     row = pull_load(10, 100, shards=4, seconds=0.3, backlog=30_000, warmup=0.2)
     assert row["msgs_per_s"] > 10_000 and row["wcu_per_msg"] < 0.03 and row["conflict_share"] < 0.05
+
+
+def test_acks_carried_on_the_next_pull_halve_the_write_units() -> None:
+    """One lane write per batch (the pull's commit carries the last batch's acks): ~1.2 WRU per 100
+    on 4 shards (10 pullers split their lanes: claims), against ~2 with an ack call."""
+    from bench.twin.scenarios import pull_load
+
+    row = pull_load(10, 100, shards=4, seconds=0.3, backlog=30_000, warmup=0.2, carry_acks=True)
+    assert row["msgs_per_s"] > 10_000 and row["wcu_per_msg"] < 0.015 and row["conflict_share"] < 0.05
+
+
+def test_pullers_that_work_on_each_batch_ask_for_what_they_can_handle() -> None:
+    """10 pullers working 0.1 s per batch of 100 ack at most ~10,000 msg/s, the rate they ask for."""
+    from bench.twin.scenarios import pull_load
+
+    row = pull_load(10, 100, shards=4, seconds=0.5, backlog=30_000, warmup=0.2, think_s=0.1)
+    assert 6_000 <= row["msgs_per_s"] <= 10_000 and row["pull_p99_ms"] < 100
