@@ -19,7 +19,7 @@ import json
 import random
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from functools import partial
 from typing import Any
 
@@ -94,8 +94,14 @@ def census(world: World) -> dict[str, int] | None:
     return out
 
 
-def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -> dict[str, Any]:
-    """Seconds (virtual) from the first pull until all `backlog` messages are acked."""
+def drain(
+    pullers: int, batch: int, shards: int, backlog: int, limit_s: float, engine_seed: int | None = None
+) -> dict[str, Any]:
+    """Seconds (virtual) from the first pull until all `backlog` messages are acked. `engine_seed`: the
+    engine draws shards, lanes and jitter from the global `random`; seeded, a run is repeatable (two
+    engines compared on the same seeds)."""
+    if engine_seed is not None:
+        random.seed(engine_seed)
     started = time.time()
     world = build()
     seed(world, shards, backlog)
@@ -111,12 +117,19 @@ def drain(pullers: int, batch: int, shards: int, backlog: int, limit_s: float) -
     backing_off: dict[int, float] = {}  # puller -> its wait after an empty pull (absent: it got messages)
     samples: list[dict[str, Any]] = []
 
+    throttled_before: Counter[tuple[str, str]] = Counter()
+
     def sample(second: int) -> None:
-        """Each virtual second: acked so far, pullers backing off, and the census (lanes engine)."""
+        """Each virtual second: acked so far, pullers backing off, the census (lanes engine), and the
+        calls throttled in the second before (by operation and item kinds)."""
         waits = list(backing_off.values())
+        throttled = world.dynamo.stats.throttles - throttled_before
+        throttled_before.clear()
+        throttled_before.update(world.dynamo.stats.throttles)
         samples.append({
             "t": second, "acked": done["acked"], "idle_pullers": len(waits),
             "idle_2s": sum(1 for w in waits if w >= IDLE_MAX_S), **(census(world) or {}),
+            "throttled": {f"{op} {kind}": n for (op, kind), n in throttled.most_common(4)},
         })  # fmt: skip
         print(samples[-1], f"wall {time.time() - started:.0f} s", file=sys.stderr, flush=True)
         sim.at(t0 + second + 1, lambda: sample(second + 1))

@@ -283,7 +283,7 @@ class Consumer:
                 return
         if self._from_sample(pull, shards, tried):
             return
-        reads = self._survey(pull, shards, every_lane=False)  # HEAD + lane 0 per shard
+        reads = self._survey(pull, shards)  # HEAD + lane 0 per shard
         if pull.paused:
             return
         # No lanes split anywhere (a queue at rest): lane 0 is every lane, this read is the whole survey.
@@ -302,9 +302,10 @@ class Consumer:
                 pull.exact = False  # claimed from the unclaimed backlog: enough, without reading every lane
                 pull.figures.add(figures)
                 return
-            reads = self._survey(pull, shards, every_lane=True)
-            if pull.paused:
-                return
+            reads, unread = self.planner.survey_lanes(queue, group, reads)
+            if unread:
+                pull.exact = False
+            pull.surveyed.update((read.shard.id, read) for read in reads)
             surveyed_at, leased_before = self.clock(), len(pull.out)
             figures = PullPlanner.figures(reads, group, surveyed_at)
             idle = self._idle(reads, group, surveyed_at)
@@ -319,15 +320,13 @@ class Consumer:
             for at, seen, version in idle:
                 self.store.merge(at, group, GroupState(read=seen.next, read_item=seen.next), version, seen)
 
-    def _survey(self, pull: _Pull, shards: Sequence[Shard], *, every_lane: bool) -> list[ShardRead]:
+    def _survey(self, pull: _Pull, shards: Sequence[Shard]) -> list[ShardRead]:
         """`planner.survey`, observing the HEADs' map stamps: a HEAD stamped with a newer map makes the
         next pull read the new shards too, and one stamped with a pause stops this pull (`pull.paused`:
         nothing leased, no exact answer)."""
-        # Holding leases, a pull answers them rather than wait out a throttled partition's retries
-        # (its leases stay in flight meanwhile: on a saturated shard, seconds of a drain's tail).
-        reads = self.planner.survey(
-            pull.queue, shards, pull.group, every_lane=every_lane, fail_fast=bool(pull.out)
-        )
+        reads, unread = self.planner.survey(pull.queue, shards, pull.group)
+        if unread:
+            pull.exact = False  # answered from the shards it could read: no proof for the others
         self._observe(pull, [(read.address.shard, read.head) for read in reads])
         pull.surveyed.update((read.shard.id, read) for read in reads)
         return reads
@@ -347,7 +346,7 @@ class Consumer:
         sample = self.planner.sample(queue, group, shards, pull.carried)
         if sample is None:
             return False
-        reads = self._survey(pull, sample, every_lane=False)
+        reads = self._survey(pull, sample)
         if pull.paused:
             return True
         figures = PullPlanner.figures(reads, group, self.clock())
@@ -393,7 +392,14 @@ class Consumer:
             if isinstance(place, LaneView):
                 view = place
             elif (place[0].id, place[1]) not in tried:
-                view = self.planner.lane(pull.queue, place[0], pull.group, place[1], fail_fast=bool(pull.out))
+                view = self.planner.lane(
+                    pull.queue,
+                    place[0],
+                    pull.group,
+                    place[1],
+                    fail_fast=bool(pull.out),
+                    seen=pull.surveyed.get(place[0].id),
+                )
                 if not busy and self.clock() - view.last_ms < BUSY_MS:
                     continue  # its puller is on it: look elsewhere first (a survey comes back to it)
             else:

@@ -4,7 +4,8 @@
    Containers keep to their lane, so under load each lane has about one puller and commits rarely race;
    a container that loses a race, or finds its lane empty, lets go of it.
 2. Otherwise, or when that left room in the batch: every shard of the region, HEAD + each group's lane 0
-   (one BatchGetItem per 50 shards). Unclaimed messages anywhere are claimed by a lane of that shard.
+   (one BatchGetItem per 50 shards). Unclaimed messages anywhere are claimed by a lane of that shard
+   (not lane 0 while there are others: it shares the shard's partition with the HEAD).
 3. Still room and nothing claimable: the other lanes of the shards whose cursor says they may hold
    work. After this read the pull knows every shard's every lane at one moment; if it then leases
    nothing, nothing was deliverable in the region (an exact empty answer, and an exact backlog).
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sluice import errors
 from sluice.engine.backend import Backend
 from sluice.engine.commit import LaneView
 from sluice.engine.lanes import Figures
@@ -69,12 +71,15 @@ class PullPlanner:
         return found
 
     def sticky(self, queue: Queue, group: str, shards: Sequence[Shard]) -> LaneView | None:
-        """The lane this container keeps to, read fresh, if it is in `shards`."""
+        """The lane this container keeps to, read fresh (in one call), if it is in `shards`."""
         kept = self._affinity().get((queue.name, group))
         shard = next((s for s in shards if kept and s.id == kept.shard), None)
         if kept is None or shard is None:
             return None
-        return self.lane(queue, shard, group, kept.lane, head=True)
+        try:
+            return self.lane(queue, shard, group, kept.lane, head=True, fail_fast=True)
+        except errors.Throttled:
+            return None  # its partition is saturated: the survey goes on with what it can read
 
     def sample(
         self, queue: Queue, group: str, shards: Sequence[Shard], carried: CarriedAcks | None
@@ -113,13 +118,28 @@ class PullPlanner:
         *,
         head: bool = False,
         fail_fast: bool = False,
+        seen: ShardRead | None = None,
     ) -> LaneView:
         """One lane, read alone when the group's lanes on this shard were split when last seen (a lane
         inside its claimed range needs neither the cursor nor the HEAD; the leaser reads them when its
         range is read); with lane 0's cursor and the HEAD otherwise (one lane reads up to HEAD next).
-        `head`: the HEAD in any case (a pull observes its map stamps: a pause stops it)."""
+        `head`: the HEAD in any case (a pull observes its map stamps: a pause stops it). `seen`: the
+        pull's survey of the shard; when it found nothing unclaimed, its cursor and HEAD stand in for
+        lane 0's (a lane whose range is read has nothing to claim: no read of the shard's partition,
+        which a drain's empty pulls kept saturated with those reads). Exact all the same: a range
+        claimed since holds only sequences sent after the survey."""
         at = ShardAddress.of(queue, shard)
         split = self._split.get((queue.name, group, shard.id), False)
+        lanes = None if seen is None else seen.groups[group]
+        if (
+            not head
+            and seen is not None
+            and lanes is not None
+            and lanes.cursor is not None
+            and not lanes.unclaimed(seen.head.next, seen.head.floor)
+        ):
+            alone = self.store.read_lanes(at, group, [lane], head=False, cursor=False, fail_fast=fail_fast)
+            return LaneView.of(at, group, alone.lanes[lane], lanes.cursor, seen.head)
         read = self.store.read_lanes(
             at, group, [lane], head=head or not split, cursor=not split, fail_fast=fail_fast
         )
@@ -130,34 +150,37 @@ class PullPlanner:
     # --- the region's shards ------------------------------------------------------------------------------
 
     def survey(
-        self, queue: Queue, shards: Sequence[Shard], group: str, *, every_lane: bool, fail_fast: bool = False
-    ) -> list[ShardRead]:
-        reads = self.states.read(queue, shards, [group], every_lane=every_lane, fail_fast=fail_fast)
+        self, queue: Queue, shards: Sequence[Shard], group: str
+    ) -> tuple[list[ShardRead], list[Shard]]:
+        """The shards' HEADs and the group's lane 0 (with the cursor; `survey_lanes` reads the other
+        lanes), and the shards left unread, in one call: the shards
+        it could read are enough to go on with (the answer is then an estimate). The others' partitions
+        are saturated, and asking them again (unprocessed-key rounds, up to seconds) is what kept them
+        saturated when 1,000 pullers of a drain's tail did it at once, with the acks of the last leases
+        waiting behind them. A call that read nothing raises `Throttled` (a 429: the client comes back
+        after its Retry-After)."""
+        reads, unread = self.states.read_available(queue, shards, [group], every_lane=False, fail_fast=True)
+        return self._seen(queue, group, reads, unread)
+
+    def survey_lanes(
+        self, queue: Queue, group: str, reads: Sequence[ShardRead]
+    ) -> tuple[list[ShardRead], list[Shard]]:
+        """The survey's second step: every other lane of the shards `reads` found split, with their HEAD
+        and lane 0 as `reads` holds them (read moments ago: the shard's partition, which every pull
+        reads, is not read twice). Exact all the same: a message only moves forward (unclaimed →
+        a lane's range → pending → done), so one that was deliverable when lane 0 was read and is not
+        in its lane now was leased meanwhile."""
+        more, unread = self.states.read_other_lanes(reads, fail_fast=True)
+        return self._seen(queue, group, more, unread)
+
+    def _seen(
+        self, queue: Queue, group: str, reads: list[ShardRead], unread: list[Shard]
+    ) -> tuple[list[ShardRead], list[Shard]]:
+        if unread and not reads:
+            raise errors.Throttled("every shard's partition is saturated; retry shortly")
         for read in reads:
             self._split[(queue.name, group, read.shard.id)] = read.groups[group].cursor is not None
-        return reads
-
-    @staticmethod
-    def claimable(
-        reads: list[ShardRead], group: str, exclude: set[tuple[int, int]]
-    ) -> list[tuple[Shard, int]]:
-        """For each shard with unclaimed messages, one of its lanes that may claim them (random order;
-        the caller reads the lane: a survey without `every_lane` read lane 0 only)."""
-        out = []
-        for read in reads:
-            lanes = read.groups[group]
-            if lanes.cursor is None or lanes.unclaimed(read.head.next, read.head.floor) <= 0:
-                continue
-            free = [
-                lane
-                for lane in range(lanes.cursor.lanes)
-                if (read.shard.id, lane) not in exclude
-                and (lane not in lanes.lanes or not lanes.unread(lane, read.head.next))
-            ]
-            if free:
-                out.append((read.shard, random.choice(free)))
-        random.shuffle(out)
-        return out
+        return reads, unread
 
     @staticmethod
     def deliverable(
@@ -189,7 +212,7 @@ class PullPlanner:
         pick the same lane): the lanes read in full with work and nobody committing them in the last
         BUSY_MS, and every lane of the shards whose lanes are split that was not read (the caller reads
         each before using it, and skips a busy one: lane 0 alone is read by a survey without
-        `every_lane`, and must not be the only place newcomers see). Then (`busy`) lanes with work that
+        `survey_lanes`, and must not be the only place newcomers see). Then (`busy`) lanes with work that
         have a puller on them (a newcomer there would mostly lose races: the last resort)."""
         ready = PullPlanner.deliverable(reads, group, now_ms, exclude)
         free: list[LaneView | tuple[Shard, int]] = [v for v in ready if now_ms - v.last_ms >= BUSY_MS]
@@ -203,13 +226,33 @@ class PullPlanner:
                 for lane in range(high)
                 if lane not in lanes.lanes and (read.shard.id, lane) not in exclude
             ]
-            if 0 not in {v.lane for v in ready if v.address.id == read.shard.id} and lanes.unclaimed(
-                read.head.next, read.head.floor
-            ):
-                free.append((read.shard, 0))  # lane 0 read, idle or not, may claim
+            if lanes.unclaimed(read.head.next, read.head.floor):
+                free += PullPlanner._claimer(read, group, now_ms, exclude, ready)
         random.shuffle(free)
         taken = [v for v in ready if now_ms - v.last_ms < BUSY_MS] if busy else []
         return [*free, *taken]
+
+    @staticmethod
+    def _claimer(
+        read: ShardRead, group: str, now_ms: int, exclude: set[tuple[int, int]], ready: list[LaneView]
+    ) -> list[LaneView]:
+        """One read lane of a split shard with nothing to read and nobody on it, to claim from the
+        unclaimed backlog (lane 0 only while it is the one lane: `ShardLeaser._claim`)."""
+        lanes = read.groups[group]
+        assert lanes.cursor is not None
+        working = {v.lane for v in ready if v.address.id == read.shard.id}
+        idle = [
+            lane
+            for lane in range(1 if lanes.cursor.lanes > 1 else 0, lanes.cursor.lanes)
+            if lane in lanes.lanes
+            and lane not in working
+            and (read.shard.id, lane) not in exclude
+            and now_ms - lanes.lanes[lane].last_ms >= BUSY_MS
+        ]
+        if not idle:
+            return []
+        lane = random.choice(idle)
+        return [LaneView.of(read.address, group, lanes.lanes[lane], lanes.cursor, read.head)]
 
     @staticmethod
     def figures(reads: list[ShardRead], group: str, now_ms: int) -> Figures:

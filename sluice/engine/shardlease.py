@@ -215,6 +215,12 @@ class ShardLeaser:
         view = take.view
         if view.lane >= cursor.lanes:
             return None  # a lane being retired drains what it holds and claims nothing more
+        if view.lane == 0 and cursor.lanes > 1:
+            # Lane 0 shares the shard's partition with the HEAD, which every pull's survey reads: while
+            # other lanes claim, it drains what it holds and takes nothing more, so no lease and no ack
+            # waits on that partition (in a drain's tail 1,000 empty pulls kept it saturated, and the
+            # acks of lane 0's last leases were throttled for seconds).
+            return None
         head = self.head(view)
         unclaimed = head.next - max(cursor.next, head.floor)
         if unclaimed <= 0:

@@ -51,7 +51,14 @@ class ShardStateReader:
     def __init__(self, store: ShardStore) -> None:
         self.store = store
 
-    def read(
+    def read(self, queue: Queue, shards: Sequence[Shard], groups: Sequence[str]) -> list[ShardRead]:
+        """HEADs and the groups' every lane of `shards`, consistent; keys throttled on every retry end
+        in `Throttled`."""
+        ats = [ShardAddress.of(queue, s) for s in shards]
+        views, _ = self.store.read_groups(ats, groups)
+        return [_floored(v) for v in views]
+
+    def read_available(
         self,
         queue: Queue,
         shards: Sequence[Shard],
@@ -59,21 +66,32 @@ class ShardStateReader:
         *,
         every_lane: bool = True,
         fail_fast: bool = False,
-    ) -> list[ShardRead]:
-        """HEADs and the groups' lanes of `shards` (lane 0 only without `every_lane`), consistent; keys
-        throttled on every retry (`fail_fast`: on the first call) end in `Throttled`."""
-        ats = [ShardAddress.of(queue, s) for s in shards]
-        views, _ = self.store.read_groups(ats, groups, every_lane=every_lane, fail_fast=fail_fast)
-        return [_floored(v) for v in views]
-
-    def read_available(
-        self, queue: Queue, shards: Sequence[Shard], groups: Sequence[str]
     ) -> tuple[list[ShardRead], list[Shard]]:
-        """`read`, for a reader that can act on part of the shards (the coordinator): the shards read,
-        and those with a key still throttled after the retries (their partition is saturated)."""
+        """`read`, for a reader that can act on part of the shards (the coordinator, a pull): the shards
+        read, and those with a key still throttled after the retries (`fail_fast`: on the first call;
+        their partition is saturated)."""
         ats = [ShardAddress.of(queue, s) for s in shards]
-        views, unread = self.store.read_groups(ats, groups, partial=True)
+        views, unread = self.store.read_groups(
+            ats, groups, partial=True, every_lane=every_lane, fail_fast=fail_fast
+        )
         return [_floored(v) for v in views], [at.shard for at in unread]
+
+    def read_other_lanes(
+        self, reads: Sequence[ShardRead], *, fail_fast: bool = False
+    ) -> tuple[list[ShardRead], list[Shard]]:
+        """`reads` (HEAD and lane 0 read moments ago) with their other lanes read now, and the shards
+        whose lanes could not be read (`store.read_other_lanes`)."""
+        views, unread = self.store.read_other_lanes(
+            [ShardView(r.address, r.head, r.groups) for r in reads], fail_fast=fail_fast
+        )
+        given = {r.address.pk: r for r in reads}
+        out = []
+        for view in views:
+            read = _floored(view)
+            for group, lanes in given[view.address.pk].floored.items():  # lane 0's floor, applied then
+                read.floored[group] = read.floored.get(group, set()) | lanes
+            out.append(read)
+        return out, [at.shard for at in unread]
 
 
 def _floored(view: ShardView) -> ShardRead:

@@ -46,3 +46,39 @@ def test_a_pull_throttled_before_leasing_anything_answers_throttled(monkeypatch)
 
     with pytest.raises(errors.Throttled):
         consumer.pull("q", group="default", batch_size=10)
+
+
+def saturated(world: Any, queue: Any, shard: int) -> None:
+    """The shard's partition owes ten seconds of capacity: every read of it is throttled meanwhile."""
+    from sluice.engine import keys
+
+    table = world.engine.backend.table_for(queue.shards[shard]).name
+    world.dynamo.tables[table][keys.shard_pk(queue, shard)].tokens = -10.0
+
+
+def test_a_pull_answers_from_the_shards_it_could_read_without_waiting_on_a_saturated_one() -> None:
+    """Asking a saturated partition again (unprocessed-key rounds, seconds) is what kept a drain's
+    partitions saturated when 1,000 pullers did it at once: the shards one call read are enough."""
+    world = build()
+    queue = world.engine.queues.create("q", {"min_shards": 2, "max_shards": 2})
+    sent = [world.engine.publisher.publish("q", [OutgoingMessage(body=b"m")]).shard for _ in range(30)]
+    assert set(sent) == {0, 1}
+    saturated(world, queue, 0)
+    started = world.sim.now
+
+    answer = world.container().consumer.pull("q", group="default", batch_size=100)
+
+    assert len(answer.messages) == sent.count(1)  # all of shard 1's, none of shard 0's
+    assert not answer.backlog_exact
+    assert world.sim.now - started < 0.2  # one call per read: no rounds of retries
+
+
+def test_a_pull_that_could_read_no_shard_answers_throttled() -> None:
+    world = build()
+    queue = world.engine.queues.create("q", {"min_shards": 2, "max_shards": 2})
+    world.engine.publisher.publish("q", [OutgoingMessage(body=b"m")])
+    saturated(world, queue, 0)
+    saturated(world, queue, 1)
+
+    with pytest.raises(errors.Throttled):
+        world.container().consumer.pull("q", group="default", batch_size=10)

@@ -413,7 +413,6 @@ class DynamoShardStore:
         }
         found, unread = self._read_keys(wanted, partial, fail_fast=fail_fast)
         views = []
-        more: dict[str, tuple[ShardAddress, list[tuple[str, str]]]] = {}
         for at in ats:
             if at.pk in unread:
                 continue
@@ -421,26 +420,49 @@ class DynamoShardStore:
             view = ShardView(at, head_of(items.get((at.pk, keys.HEAD_SK))))
             for g in groups:
                 zero = items.get(self._lane_key(at, g, 0))
-                cursor = cursor_of(zero)
-                view.groups[g] = GroupLanes(cursor, {0: lane_of(0, zero)})
-                if every_lane and cursor is not None and cursor.high > 1:
-                    extra = [self._lane_key(at, g, lane) for lane in range(1, cursor.high)]
-                    more.setdefault(at.pk, (at, []))[1].extend(extra)
+                view.groups[g] = GroupLanes(cursor_of(zero), {0: lane_of(0, zero)})
             views.append(view)
-        if more:
-            found_more, unread_more = self._read_keys(more, partial, fail_fast=fail_fast)
-            unread |= unread_more
-            for view in views:
-                at = view.address
-                for g, group in view.groups.items():
-                    if group.cursor is None or at.pk in unread_more:
-                        continue
-                    for lane in range(1, group.cursor.high):
-                        group.lanes[lane] = lane_of(
-                            lane, found_more.get(at.pk, {}).get(self._lane_key(at, g, lane))
-                        )
-            views = [v for v in views if v.address.pk not in unread_more]
+        if not every_lane:
+            return views, [at for at in ats if at.pk in unread]
+        views, unread_more = self._add_lanes(views, partial, fail_fast)
+        unread |= {at.pk for at in unread_more}
         return views, [at for at in ats if at.pk in unread]
+
+    def read_other_lanes(
+        self, views: Sequence[ShardView], *, fail_fast: bool = False
+    ) -> tuple[list[ShardView], list[ShardAddress]]:
+        fresh = [
+            ShardView(
+                v.address, v.head, {g: GroupLanes(gl.cursor, {0: gl.lane0}) for g, gl in v.groups.items()}
+            )
+            for v in views
+        ]
+        return self._add_lanes(fresh, True, fail_fast)
+
+    def _add_lanes(
+        self, views: list[ShardView], partial: bool, fail_fast: bool
+    ) -> tuple[list[ShardView], list[ShardAddress]]:
+        """Lanes 1 .. high - 1 of each split group into `views` (which hold lane 0 and its cursor): the
+        views with them, and the shards whose lanes stayed throttled (dropped from the views)."""
+        more: dict[str, tuple[ShardAddress, list[tuple[str, str]]]] = {}
+        for view in views:
+            for g, group in view.groups.items():
+                if group.cursor is not None and group.cursor.high > 1:
+                    extra = [self._lane_key(view.address, g, lane) for lane in range(1, group.cursor.high)]
+                    more.setdefault(view.address.pk, (view.address, []))[1].extend(extra)
+        if not more:
+            return views, []
+        found, unread = self._read_keys(more, partial, fail_fast=fail_fast)
+        for view in views:
+            at = view.address
+            for g, group in view.groups.items():
+                if group.cursor is None or at.pk in unread:
+                    continue
+                for lane in range(1, group.cursor.high):
+                    group.lanes[lane] = lane_of(lane, found.get(at.pk, {}).get(self._lane_key(at, g, lane)))
+        return [v for v in views if v.address.pk not in unread], [
+            v.address for v in views if v.address.pk in unread
+        ]
 
     def glance(
         self, ats: Sequence[ShardAddress], lanes: Sequence[LaneAddress]

@@ -278,6 +278,20 @@ class MemoryShardStore:
             ]
             return views, []
 
+    def read_other_lanes(
+        self, views: Sequence[ShardView], *, fail_fast: bool = False
+    ) -> tuple[list[ShardView], list[ShardAddress]]:
+        with self._lock:
+            out = []
+            for view in views:
+                groups = {}
+                for g, given in view.groups.items():
+                    high = 1 if given.cursor is None else given.cursor.high
+                    lanes = {lane: self._lane(view.address, g, lane).typed(lane) for lane in range(1, high)}
+                    groups[g] = GroupLanes(given.cursor, {0: given.lane0, **lanes})
+                out.append(ShardView(view.address, view.head, groups))
+            return out, []
+
     def read_lanes(
         self,
         at: ShardAddress,

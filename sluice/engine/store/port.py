@@ -151,6 +151,15 @@ class ShardStore(Protocol):
         `fail_fast`: keys throttled on the first call are not asked again (a pull holding leases)."""
         ...
 
+    def read_other_lanes(
+        self, views: Sequence[ShardView], *, fail_fast: bool = False
+    ) -> tuple[list[ShardView], list[ShardAddress]]:
+        """Lanes 1 .. high - 1 of the split groups of shards whose HEAD and lane 0 (with the cursor) the
+        caller read moments ago (`views`, kept as given: a pull's second survey does not read the shard's
+        partition again). New views with those lanes, and the shards whose lanes stayed throttled (left
+        out, as `read_groups` with `partial`; `fail_fast` as there)."""
+        ...
+
     def read_lanes(
         self,
         at: ShardAddress,
