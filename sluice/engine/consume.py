@@ -577,9 +577,13 @@ class Consumer:
                 0,
                 [f"lease on shard {shard_id} of group {group!r} no longer exists; ignored"] * len(ops),
             )
-        view = self.planner.lane(queue, shard, group, lane)
         if all(op is Op.ACK for op, _, _ in ops):
-            return self._record_acks(view, [lease for _, lease, _ in ops])
+            leases = [lease for _, lease, _ in ops]
+            try:
+                return self._record_acks(self.planner.lane(queue, shard, group, lane, fail_fast=True), leases)
+            except errors.Throttled:
+                return self._record_unread(ShardAddress.of(queue, shard), group, lane, leases)
+        view = self.planner.lane(queue, shard, group, lane)
         max_deliveries = max(1, queue.settings.max_retries if max_retries is None else max_retries)
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             self.commit.backoff(attempt)
@@ -631,6 +635,18 @@ class Consumer:
         if seqs:
             self.store.record_acks(view.address, view.group, view.lane, ack_records(seqs))
         return len(seqs), 0, warnings
+
+    def _record_unread(
+        self, at: ShardAddress, group: str, lane: int, leases: list[Lease]
+    ) -> tuple[int, int, list[str]]:
+        """Acks whose lane could not be read in one call (its partition saturated: in a drain's tail the
+        reads of 1,000 pullers' surveys): the same ADD, without checking that each is still pending,
+        rather than a 429 that keeps the messages leased for another round. A record of a message
+        already done changes nothing (the lane's next commit drops it); only the answer differs: every
+        lease counts, and none is reported gone."""
+        seqs = {lease.seq for lease in leases}
+        self.store.record_acks(at, group, lane, ack_records(seqs))
+        return len(seqs), 0, []
 
     # --- helpers ----------------------------------------------------------------------------------------
 

@@ -82,3 +82,25 @@ def test_a_pull_that_could_read_no_shard_answers_throttled() -> None:
 
     with pytest.raises(errors.Throttled):
         world.container().consumer.pull("q", group="default", batch_size=10)
+
+
+def test_an_ack_whose_lane_cannot_be_read_is_recorded_all_the_same(monkeypatch) -> None:
+    """A 429 would keep the message leased for another round (a drain's tail waited seconds on such
+    acks): the ADD goes without the read, and the message is done."""
+    world = build()
+    world.engine.queues.create("q", {"min_shards": 1, "max_shards": 1, "visibility_timeout_ms": 1_000})
+    world.engine.publisher.publish("q", [OutgoingMessage(body=b'{"n": 1}')])
+    consumer = world.container().consumer
+    leased = consumer.pull("q", group="default", batch_size=10).messages
+    assert len(leased) == 1
+
+    def saturated_lane(*_args: Any, **_kwargs: Any) -> Any:
+        raise errors.Throttled("the lane's partition is saturated")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(consumer.planner, "lane", saturated_lane)
+        assert consumer.ack("q", [leased[0].lease_id]).ack_count == 1
+
+    world.sim.sleep(2)  # past the visibility timeout: an ack not recorded would deliver it again
+    after = consumer.pull("q", group="default", batch_size=10)
+    assert after.messages == [] and after.backlog_exact and after.message_backlog_count == 0
