@@ -29,6 +29,7 @@ LONG_POLL_MS = 20_000
 # 0.8 s window, so its rows measured lanes running dry, not pullers against a backlog.
 BACKLOG_CAP = 1_200_000
 THINK_S = 0.25  # a paced puller's work per batch of 100: 1,000 of them ask for ~370,000 msg/s
+PACED_WARMUP_S = 2.0
 VARIANTS = ((THINK_S, False), (0.0, True), (THINK_S, True))  # (work per batch s, acks carried on the pull)
 FOUND_AFTER_S = 2.0  # the "found" long-poll: a message is sent this long into the wait
 
@@ -91,9 +92,19 @@ def variants(quick: bool) -> list[dict[str, Any]]:
     rows = []
     for think, carry in VARIANTS:
         backlog = int(min(BACKLOG_CAP, max(20_000, n * 100 * 60)))
-        seconds = 1.0 if think else 0.5  # a paced puller makes ~4 rounds a second: a longer window
+        # A paced puller makes ~4 rounds a second: a longer window, and a longer warm-up (lanes widen
+        # on lost races; in 0.3 s the pullers made ~1 round, and 14-18 % of lane writes failed, on
+        # the lane 0 of shards not split yet).
+        seconds, warmup = (1.0, PACED_WARMUP_S) if think else (0.5, 0.3)
         run = pull_load(
-            n, 100, shards=32, seconds=seconds, backlog=backlog, warmup=0.3, think_s=think, carry_acks=carry
+            n,
+            100,
+            shards=32,
+            seconds=seconds,
+            backlog=backlog,
+            warmup=warmup,
+            think_s=think,
+            carry_acks=carry,
         )
         rows.append(run)
         print(rows[-1], flush=True)
@@ -177,7 +188,9 @@ def report(result: dict[str, Any]) -> str:
         "wait of the calls the partitions throttle. Here, same scenario: pullers that work on each batch",
         f"for {THINK_S:.2f} s before acking it (1,000 of them then ask for ~370,000 msg/s, above the issue's",
         "300,000), and pullers whose acks ride on their next pull (`acks=`, one lane write for both, as",
-        "`SluiceClient.iterate` acks): 1.0 s measured with work, 0.5 s without.",
+        "`SluiceClient.iterate` acks): with work, 2.0 s of warm-up and 1.0 s measured (in 0.3 s of",
+        "warm-up a paced puller made about one round, too few lost races for the lanes to widen: 12-18 %",
+        "of lane writes failed, almost all on the lane 0 of shards not split yet); without, 0.3 and 0.5 s.",
         "",
         "| work per batch | acks | pull+ack msg/s | conflicts | throttles | WRU/msg | RRU/msg | pull p50 ms "
         "| pull p99 ms | lanes (max/shard) |",
