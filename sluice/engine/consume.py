@@ -302,10 +302,7 @@ class Consumer:
                 pull.exact = False  # claimed from the unclaimed backlog: enough, without reading every lane
                 pull.figures.add(figures)
                 return
-            reads, unread = self.planner.survey_lanes(queue, group, reads)
-            if unread:
-                pull.exact = False
-            pull.surveyed.update((read.shard.id, read) for read in reads)
+            reads = self._surveyed(pull, *self.planner.survey_lanes(queue, group, reads))
             surveyed_at, leased_before = self.clock(), len(pull.out)
             figures = PullPlanner.figures(reads, group, surveyed_at)
             idle = self._idle(reads, group, surveyed_at)
@@ -324,10 +321,16 @@ class Consumer:
         """`planner.survey`, observing the HEADs' map stamps: a HEAD stamped with a newer map makes the
         next pull read the new shards too, and one stamped with a pause stops this pull (`pull.paused`:
         nothing leased, no exact answer)."""
-        reads, unread = self.planner.survey(pull.queue, shards, pull.group)
-        if unread:
-            pull.exact = False  # answered from the shards it could read: no proof for the others
+        reads = self._surveyed(pull, *self.planner.survey(pull.queue, shards, pull.group))
         self._observe(pull, [(read.address.shard, read.head) for read in reads])
+        return reads
+
+    @staticmethod
+    def _surveyed(pull: _Pull, reads: list[ShardRead], unread: list[Shard]) -> list[ShardRead]:
+        """Keep a survey's reads as the pull's latest of each shard; shards it could not read make the
+        answer an estimate (no proof for them)."""
+        if unread:
+            pull.exact = False
         pull.surveyed.update((read.shard.id, read) for read in reads)
         return reads
 

@@ -218,6 +218,13 @@ def drop_below(state: GroupState, floor: int) -> bool:
     return changed or bool(gone)
 
 
+def may_claim(lane: int, cursor: Cursor) -> bool:
+    """Whether `lane` may claim from the cursor: a lane being retired (past `lanes`) may not, nor lane 0
+    while there are others (its item shares the shard's partition with the HEAD, which every pull's
+    survey reads: no lease or ack of a split shard waits on that partition)."""
+    return lane < cursor.lanes and (lane > 0 or cursor.lanes == 1)
+
+
 def claim_size(unclaimed: int, lanes: int, want: int) -> int:
     """How much one claim takes: a lane's share of what is unclaimed, at least CLAIM_BATCHES batches,
     at most MAX_CLAIM, and never more than there is (a claim costs a write: few, large ones)."""

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from sluice import errors
 from sluice.engine.backend import Backend
 from sluice.engine.commit import LaneView
-from sluice.engine.lanes import Figures
+from sluice.engine.lanes import Figures, may_claim
 from sluice.engine.regions import by_region
 from sluice.engine.shardstate import ShardRead, ShardStateReader
 from sluice.engine.store import ShardAddress, ShardStore
@@ -130,16 +130,13 @@ class PullPlanner:
         claimed since holds only sequences sent after the survey."""
         at = ShardAddress.of(queue, shard)
         split = self._split.get((queue.name, group, shard.id), False)
-        lanes = None if seen is None else seen.groups[group]
-        if (
-            not head
-            and seen is not None
-            and lanes is not None
-            and lanes.cursor is not None
-            and not lanes.unclaimed(seen.head.next, seen.head.floor)
-        ):
-            alone = self.store.read_lanes(at, group, [lane], head=False, cursor=False, fail_fast=fail_fast)
-            return LaneView.of(at, group, alone.lanes[lane], lanes.cursor, seen.head)
+        if seen is not None and not head:
+            lanes = seen.groups[group]
+            if lanes.cursor is not None and not lanes.unclaimed(seen.head.next, seen.head.floor):
+                alone = self.store.read_lanes(
+                    at, group, [lane], head=False, cursor=False, fail_fast=fail_fast
+                )
+                return LaneView.of(at, group, alone.lanes[lane], lanes.cursor, seen.head)
         read = self.store.read_lanes(
             at, group, [lane], head=head or not split, cursor=not split, fail_fast=fail_fast
         )
@@ -237,14 +234,15 @@ class PullPlanner:
         read: ShardRead, group: str, now_ms: int, exclude: set[tuple[int, int]], ready: list[LaneView]
     ) -> list[LaneView]:
         """One read lane of a split shard with nothing to read and nobody on it, to claim from the
-        unclaimed backlog (lane 0 only while it is the one lane: `ShardLeaser._claim`)."""
+        unclaimed backlog (one that may claim: `lanes.may_claim`)."""
         lanes = read.groups[group]
-        assert lanes.cursor is not None
+        cursor = lanes.cursor
+        assert cursor is not None
         working = {v.lane for v in ready if v.address.id == read.shard.id}
         idle = [
             lane
-            for lane in range(1 if lanes.cursor.lanes > 1 else 0, lanes.cursor.lanes)
-            if lane in lanes.lanes
+            for lane in lanes.lanes
+            if may_claim(lane, cursor)
             and lane not in working
             and (read.shard.id, lane) not in exclude
             and now_ms - lanes.lanes[lane].last_ms >= BUSY_MS
@@ -252,7 +250,7 @@ class PullPlanner:
         if not idle:
             return []
         lane = random.choice(idle)
-        return [LaneView.of(read.address, group, lanes.lanes[lane], lanes.cursor, read.head)]
+        return [LaneView.of(read.address, group, lanes.lanes[lane], cursor, read.head)]
 
     @staticmethod
     def figures(reads: list[ShardRead], group: str, now_ms: int) -> Figures:

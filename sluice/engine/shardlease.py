@@ -23,7 +23,7 @@ from sluice.engine.clock import Clock
 from sluice.engine.commit import LaneView, StateCommit
 from sluice.engine.deadletter import DeadLetterSink
 from sluice.engine.groupstate import Pending
-from sluice.engine.lanes import Cursor, claim_size, drop_below
+from sluice.engine.lanes import Cursor, claim_size, drop_below, may_claim
 from sluice.engine.leasebook import Fresh, LeaseBook
 from sluice.engine.publish import message_id_at
 from sluice.engine.store import BatchItem, ClaimRefused, Head, ShardStore
@@ -213,13 +213,10 @@ class ShardLeaser:
 
     def _claim(self, take: _Take, cursor: Cursor) -> tuple[int, int] | None:
         view = take.view
-        if view.lane >= cursor.lanes:
-            return None  # a lane being retired drains what it holds and claims nothing more
-        if view.lane == 0 and cursor.lanes > 1:
-            # Lane 0 shares the shard's partition with the HEAD, which every pull's survey reads: while
-            # other lanes claim, it drains what it holds and takes nothing more, so no lease and no ack
-            # waits on that partition (in a drain's tail 1,000 empty pulls kept it saturated, and the
-            # acks of lane 0's last leases were throttled for seconds).
+        if not may_claim(view.lane, cursor):
+            # It drains what it holds and takes nothing more (a retired lane; lane 0 of a split shard:
+            # in a drain's tail 1,000 empty pulls kept the HEAD's partition saturated, and the acks of
+            # lane 0's last leases were throttled for seconds).
             return None
         head = self.head(view)
         unclaimed = head.next - max(cursor.next, head.floor)

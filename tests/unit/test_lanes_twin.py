@@ -89,3 +89,13 @@ def test_pullers_that_work_on_each_batch_ask_for_what_they_can_handle() -> None:
 
     row = pull_load(10, 100, shards=4, seconds=0.5, backlog=30_000, warmup=0.2, think_s=0.1)
     assert 6_000 <= row["msgs_per_s"] <= 10_000 and row["pull_p99_ms"] < 100
+
+
+def test_lane_zero_claims_only_while_it_is_the_one_lane() -> None:
+    """Lane 0 shares the shard's partition with the HEAD: a split shard's claims go to the other lanes,
+    and a lane being retired (past `lanes`) claims nothing."""
+    from sluice.engine.lanes import Cursor, may_claim
+
+    one, split = Cursor(next=0, lanes=1, high=1), Cursor(next=0, lanes=4, high=6)
+    assert may_claim(0, one)
+    assert [lane for lane in range(6) if may_claim(lane, split)] == [1, 2, 3]
