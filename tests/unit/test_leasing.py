@@ -131,3 +131,15 @@ def test_a_redelivery_never_commits_over_an_ack_recorded_after_the_lane_was_read
     again = leaser.take(queue, stale, 5, 100, None)
     assert 0 not in [d.seq for d in again] and store.conflicts == 1  # decided again, with the ack folded
     assert 0 not in view(store, at).state.pending
+
+
+def test_a_pull_that_only_folds_acks_writes_nothing_and_the_acks_still_count() -> None:
+    store, leaser, queue, at, _now, _sink = setup()
+    leaser.take(queue, view(store, at), 5, 100, None)  # every message leased
+    store.record_acks(at, "default", 0, frozenset({"0:3"}))  # and acked, by an ADD
+    writes = store.writes
+    assert leaser.take(queue, view(store, at), 5, 100, None) == []
+    assert store.writes == writes  # nothing to lease: the fold alone is not committed
+    lane = view(store, at)
+    assert lane.state.pending and lane.fold() == 3  # the records stay on the item, and still count
+    assert leaser.take(queue, lane, 5, 100, None) == []  # never delivered again
