@@ -417,7 +417,9 @@ class Consumer:
         only means it picked a taken lane: it looks elsewhere."""
         tried.add((view.address.id, view.lane))
         tally = Tally()
-        unsplit = view.cursor is None  # a lost race may show the winner split the shard meanwhile
+        # One lane on the shard when read (a lost race may show the winner split it meanwhile); a lane
+        # read alone (inside its claimed range) has no cursor and is on a split shard.
+        unsplit = view.cursor is None and view.cursor_known
         try:
             got = self.leaser.take(pull.queue, view, pull.want, pull.vis, pull.budget, pull.carried, tally)
         except errors.DependencyUnavailable:
