@@ -78,7 +78,9 @@ class LaneView:
         """Apply the ack records on the item to the pending set; how many pending messages they removed.
         A fold alone is not worth a write (`dirty` stays): readers subtract ack records as it does, and
         the lane's next commit drops them. One lane write in 14 was such a commit when a puller came
-        back to a lane it had emptied (twin, 10 pullers)."""
+        back to a lane it had emptied (twin, 10 pullers). Except on lane 0 of a split shard: the claims
+        write its item, and left unfolded (the pending set it held at the split, the runs acking it)
+        it passed 1 KB: 2 WRU a claim (twin, 1,000 pullers)."""
         if not self.acked:
             return 0
         done = 0
@@ -87,6 +89,8 @@ class LaneView:
                 done += 1
         self.folded |= self.acked
         self.acked = frozenset()
+        if self.lane == 0 and self.cursor is not None:
+            self.dirty = True  # every claim writes lane 0's item while split, paid by its size: keep it small
         return done
 
 
