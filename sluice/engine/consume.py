@@ -412,14 +412,10 @@ class Consumer:
 
     def _lease(self, pull: _Pull, view: LaneView, tried: set[tuple[int, int]], *, own: bool = False) -> None:
         """Lease what `pull` still wants from one lane; keep to the lane when it gave something. A race
-        lost on the lane this container keeps to, or on a shard not split yet (its one lane is the only
-        place there), means more pullers than lanes: widen them. A newcomer's lost race on a split shard
-        only means it picked a taken lane: it looks elsewhere."""
+        lost on the lane this container keeps to means more pullers than lanes there: widen them (a
+        newcomer's lost race only means it picked a taken lane: it looks elsewhere)."""
         tried.add((view.address.id, view.lane))
         tally = Tally()
-        # One lane on the shard when read (a lost race may show the winner split it meanwhile); a lane
-        # read alone (inside its claimed range) has no cursor and is on a split shard.
-        unsplit = view.cursor is None and view.cursor_known
         try:
             got = self.leaser.take(pull.queue, view, pull.want, pull.vis, pull.budget, pull.carried, tally)
         except errors.DependencyUnavailable:
@@ -443,56 +439,30 @@ class Consumer:
             # of emptiness here.
             pull.exact = False
         lost = tally.lost_races > 0
-        added = self._widen(pull, view, unsplit) if lost and (own or unsplit) else range(0)
+        if lost and own:
+            self._widen(pull, view)
         # Two pullers on one lane: each lost race sends the loser away with even odds (both leaving at
         # once would send them all to the same few lanes they see next).
         if got and (not lost or random.random() < 0.5):
             self.planner.keep(view)
         else:
             self.planner.let_go(view)
-        if added and not pull.full:
-            self._follow(pull, view.address.id, random.choice(added), tried)
 
-    def _follow(self, pull: _Pull, shard_id: int, lane: int, tried: set[tuple[int, int]]) -> None:
-        """Take the rest from a lane the pull's lost race just added: it is idle, and this pull's survey
-        did not see it (newcomers that lost the race for an unsplit shard answered empty)."""
-        shard = pull.queue.shard(shard_id)
-        if shard is None or (shard_id, lane) in tried:
-            return
-        try:
-            view = self.planner.lane(pull.queue, shard, pull.group, lane, fail_fast=bool(pull.out))
-        except errors.Throttled:
-            if not pull.out:
-                raise
-            pull.exact = False  # answer what it leased
-            return
-        self._lease(pull, view, tried)
-
-    def _widen(self, pull: _Pull, view: LaneView, unsplit: bool) -> range:
+    def _widen(self, pull: _Pull, view: LaneView) -> None:
         """A lost race: more lanes for this group on this shard (as many as the unclaimed backlog can
         feed, up to the ceiling the coordinator set, `lanes.wider`), unless the queue is ordered (a
-        key's order needs one lane). `unsplit`: the shard had one lane when this puller read it. The
-        lanes that may now claim and did not before."""
+        key's order needs one lane)."""
         cursor, head = view.cursor, view.head
         if pull.queue.settings.ordered or head is None or not view.cursor_known:
-            return range(0)
-        if unsplit:
+            return
+        if cursor is None:
             lanes = wider(1, head.next - view.state.read, pull.want)
-            if view.lane != 0 or (lanes < 2 and cursor is None):
-                return range(0)
-            if cursor is None:
-                self.store.split(view.address, view.group, lanes)  # False: another puller split it first
-            # Lane 0 claims nothing while split (`lanes.may_claim`); the winner's cursor, when the lost
-            # race showed another puller split the shard.
-            return range(1, lanes if cursor is None else cursor.lanes)
-        if cursor is None:  # the winner merged the lanes back: nothing to widen
-            return range(0)
+            if view.lane == 0 and lanes > 1:
+                self.store.split(view.address, view.group, lanes)
+            return
         lanes = wider(cursor.lanes, head.next - cursor.next, pull.want, cursor.ceiling)
-        if lanes > cursor.lanes and self.store.set_lanes(
-            view.address, view.group, lanes, max(cursor.high, lanes), cursor
-        ):
-            return range(cursor.lanes, lanes)
-        return range(0)
+        if lanes > cursor.lanes:
+            self.store.set_lanes(view.address, view.group, lanes, max(cursor.high, lanes), cursor)
 
     # --- acks carried on a pull ---------------------------------------------------------------------------
 
