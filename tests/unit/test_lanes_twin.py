@@ -113,7 +113,7 @@ def test_a_pull_whose_shard_was_split_under_it_answers_an_estimate() -> None:
     store = engine.backend.store
     commit = store.commit_lane
 
-    def split_first(at, group, lane, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def split_first(at, group, lane, *args, **kwargs):
         store.commit_lane = commit  # type: ignore[method-assign]
         assert store.split(at, group, 5)  # another puller's split lands between the read and the commit
         return commit(at, group, lane, *args, **kwargs)
