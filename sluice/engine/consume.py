@@ -433,8 +433,11 @@ class Consumer:
             pull.exact = False
             return
         pull.out += got
-        if tally.contended:
-            pull.exact = False  # a lane with work was left to its puller: no proof of emptiness here
+        if tally.contended or (tally.lost_races and not got):
+            # A lane with work was left to its puller, or the winner moved it past what the survey saw
+            # (it split the shard: the backlog this lane had is now the other lanes' to claim): no proof
+            # of emptiness here.
+            pull.exact = False
         lost = tally.lost_races > 0
         if lost and own:
             self._widen(pull, view)

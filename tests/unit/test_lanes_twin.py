@@ -99,3 +99,33 @@ def test_lane_zero_claims_only_while_it_is_the_one_lane() -> None:
     one, split = Cursor(next=0, lanes=1, high=1), Cursor(next=0, lanes=4, high=6)
     assert may_claim(0, one)
     assert [lane for lane in range(6) if may_claim(lane, split)] == [1, 2, 3]
+
+
+def test_a_pull_whose_shard_was_split_under_it_answers_an_estimate() -> None:
+    """Its survey saw lane 0 with the backlog; another puller split the shard before its commit, so lane
+    0 claims nothing now and the backlog is the new lanes' to claim: an empty answer proves nothing."""
+    world = build(seed=3)
+    engine, sim = world.engine, world.sim
+    engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
+    world.dynamo.unlimited = True
+    engine.publisher.publish("q", [OutgoingMessage(body=b'{"n": %d}' % n) for n in range(100)])
+    world.dynamo.unlimited = False
+    store = engine.backend.store
+    commit = store.commit_lane
+
+    def split_first(at, group, lane, *args, **kwargs):
+        store.commit_lane = commit  # type: ignore[method-assign]
+        assert store.split(at, group, 5)  # another puller's split lands between the read and the commit
+        return commit(at, group, lane, *args, **kwargs)
+
+    answers = []
+
+    def puller() -> None:
+        answers.append(engine.consumer.pull("q", group="default", batch_size=10))  # lane 0 exists now
+        store.commit_lane = split_first  # type: ignore[method-assign]
+        answers.append(engine.consumer.pull("q", group="default", batch_size=10))
+
+    sim.spawn("puller", puller)
+    sim.run_until(sim.now + 5)
+    assert len(answers[0].messages) == 10
+    assert answers[1].messages == [] and not answers[1].backlog_exact
