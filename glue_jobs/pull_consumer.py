@@ -233,6 +233,17 @@ def _pull_task(
 # --- driver ------------------------------------------------------------------------------------------------
 
 
+def round_backlog(metas: list[tuple[Any, ...]]) -> tuple[bool, int | None]:
+    """Whether a task's last pull proved the group drained, and the round's backlog: that proof's figure
+    when there is one (the tasks' other last answers may be estimates taken before it, e.g. a pull that
+    lost a race to a lane split), else the largest any task saw."""
+    proofs = [m[2] for m in metas if m[5]]
+    if proofs:
+        return True, max(proofs)
+    backlogs = [m[2] for m in metas if m[2] is not None]
+    return False, max(backlogs) if backlogs else None
+
+
 class LeaseKeeper:
     """Extends a round's leases before they expire, until the round is acked (or abandoned)."""
 
@@ -349,12 +360,12 @@ def run(spark: Any, args: PullArgs, *, spark_startup_seconds: float = 0.0) -> Su
             leases = [lease for _, lease in pairs]
             summary.pull_seconds += time.monotonic() - t0
             summary.conflicts += sum(m[4] for m in metas)
-            backlogs = [m[2] for m in metas if m[2] is not None]
-            if backlogs:
-                summary.backlog = max(backlogs)
+            drained, backlog = round_backlog(metas)
+            if backlog is not None:
+                summary.backlog = backlog
             if not pairs:
                 pulled.unpersist()
-                if any(m[5] for m in metas):
+                if drained:
                     break  # drained: an exact answer (every shard read), nothing available or in flight
                 idle_since = idle_since or time.monotonic()
                 if time.monotonic() - idle_since >= args.idle_timeout_seconds:
