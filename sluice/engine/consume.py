@@ -417,7 +417,9 @@ class Consumer:
         tried.add((view.address.id, view.lane))
         tally = Tally()
         try:
-            got = self.leaser.take(pull.queue, view, pull.want, pull.vis, pull.budget, pull.carried, tally)
+            got = self.leaser.take(
+                pull.queue, view, pull.want, pull.vis, pull.budget, pull.carried, tally, pull.size
+            )
         except errors.DependencyUnavailable:
             region = region_key(self.backend, view.address.shard)
             if region is None or not pull.out:

@@ -224,17 +224,25 @@ class PullPlanner:
                 if lane not in lanes.lanes and (read.shard.id, lane) not in exclude
             ]
             if lanes.unclaimed(read.head.next, read.head.floor):
-                free += PullPlanner._claimer(read, group, now_ms, exclude, ready)
+                free += PullPlanner._claimer(read, group, now_ms, exclude, ready, busy=busy)
         random.shuffle(free)
         taken = [v for v in ready if now_ms - v.last_ms < BUSY_MS] if busy else []
         return [*free, *taken]
 
     @staticmethod
     def _claimer(
-        read: ShardRead, group: str, now_ms: int, exclude: set[tuple[int, int]], ready: list[LaneView]
+        read: ShardRead,
+        group: str,
+        now_ms: int,
+        exclude: set[tuple[int, int]],
+        ready: list[LaneView],
+        *,
+        busy: bool,
     ) -> list[LaneView]:
-        """One read lane of a split shard with nothing to read and nobody on it, to claim from the
-        unclaimed backlog (one that may claim: `lanes.may_claim`)."""
+        """One read lane of a split shard with nothing to read and nobody on it (unless `busy`: the last
+        resort, as for lanes with work), to claim from the unclaimed backlog (one that may claim:
+        `lanes.may_claim`). Without the last resort a pull that found every claiming lane busy answered
+        empty, and exact, while the shard held an unclaimed backlog."""
         lanes = read.groups[group]
         cursor = lanes.cursor
         assert cursor is not None
@@ -245,7 +253,7 @@ class PullPlanner:
             if may_claim(lane, cursor)
             and lane not in working
             and (read.shard.id, lane) not in exclude
-            and now_ms - lanes.lanes[lane].last_ms >= BUSY_MS
+            and (busy or now_ms - lanes.lanes[lane].last_ms >= BUSY_MS)
         ]
         if not idle:
             return []

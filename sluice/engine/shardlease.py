@@ -75,6 +75,7 @@ class _Take:
     vis: int  # lease length (ms)
     now: int
     budget: ByteBudget | None
+    batch: int  # the pull's batch size (`want` is what it still lacks)
     out: list[Delivery] = field(default_factory=list)
 
     @property
@@ -101,9 +102,11 @@ class ShardLeaser:
         budget: ByteBudget | None,
         carried: CarriedAcks | None = None,
         tally: Tally | None = None,
+        batch: int = 0,
     ) -> list[Delivery]:
         """Lease up to `want` from the lane in at most PULL_ATTEMPTS commits; `tally`, when the caller
-        wants them, counts this call's lost races and whether it gave the lane up as contended."""
+        wants them, counts this call's lost races and whether it gave the lane up as contended.
+        `batch`: the pull's batch size, when it already holds some (claims are cut to it)."""
         tally = tally if tally is not None else Tally()
         fetched: list[BatchItem] = []
         mark = budget.mark() if budget else None
@@ -114,7 +117,7 @@ class ShardLeaser:
             view.redelivered = False
             view.fold()  # acks recorded on the item: an acked message is not redelivered
             acked = drop_acked(view, carried)
-            take = _Take(queue, view, want, vis, now, budget)
+            take = _Take(queue, view, want, vis, now, budget, batch or want)
             self._take_due(take)
             if len(take.out) < want and not take.book.full and not (budget and budget.full):
                 self._take_fresh(take, fetched)
@@ -222,7 +225,7 @@ class ShardLeaser:
         unclaimed = head.next - max(cursor.next, head.floor)
         if unclaimed <= 0:
             return None
-        count = claim_size(unclaimed, cursor.lanes, take.want)
+        count = claim_size(unclaimed, cursor.lanes, take.want, take.batch)
         seen = cursor.ranges.get(view.lane)
         try:
             lo, hi = self.store.claim(

@@ -102,8 +102,9 @@ def test_lane_zero_claims_only_while_it_is_the_one_lane() -> None:
 
 
 def test_a_pull_whose_shard_was_split_under_it_answers_an_estimate() -> None:
-    """Its survey saw lane 0 with the backlog; another puller split the shard before its commit, so lane
-    0 claims nothing now and the backlog is the new lanes' to claim: an empty answer proves nothing."""
+    """A newcomer's survey saw lane 0 with the backlog; another puller split the shard before its commit,
+    so lane 0 claims nothing now and the backlog is the new lanes' to claim: an empty answer proves
+    nothing. (A puller keeping to lane 0 reads the shard again after its lost race, and claims.)"""
     world = build(seed=3)
     engine, sim = world.engine, world.sim
     engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
@@ -122,10 +123,78 @@ def test_a_pull_whose_shard_was_split_under_it_answers_an_estimate() -> None:
 
     def puller() -> None:
         answers.append(engine.consumer.pull("q", group="default", batch_size=10))  # lane 0 exists now
+
+    def newcomer() -> None:  # another container: it keeps to no lane
         store.commit_lane = split_first  # type: ignore[method-assign]
         answers.append(engine.consumer.pull("q", group="default", batch_size=10))
 
     sim.spawn("puller", puller)
+    sim.run_until(sim.now + 1)
+    sim.spawn("newcomer", newcomer)
     sim.run_until(sim.now + 5)
     assert len(answers[0].messages) == 10
     assert answers[1].messages == [] and not answers[1].backlog_exact
+
+
+def _split_shard_drained_by_one_puller(batch: int) -> tuple[list[int], list[int], bool]:
+    """2,600 messages on one shard; a puller reads `batch` of them, the shard is split into 4 lanes, and
+    it pulls batches of `batch` until an empty answer: (the lane of every commit, the batch sizes,
+    whether that empty answer was exact with nothing available)."""
+    world = build(seed=3)
+    engine, sim = world.engine, world.sim
+    queue = engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
+    world.dynamo.unlimited = True
+    for i in range(26):
+        engine.publisher.publish(
+            "q", [OutgoingMessage(body=b'{"n": %d}' % (100 * i + j)) for j in range(100)]
+        )
+    world.dynamo.unlimited = False
+    store = engine.backend.store
+    commits: list[int] = []
+    commit = store.commit_lane
+    store.commit_lane = lambda at, group, lane, *a, **k: (
+        commits.append(lane) or commit(at, group, lane, *a, **k)
+    )  # type: ignore[method-assign]
+    batches: list[int] = []
+    last = []
+
+    def puller() -> None:
+        first = engine.consumer.pull("q", group="default", batch_size=batch)
+        engine.consumer.ack("q", [m.lease_id for m in first.messages])
+        assert store.split(ShardAddress.of(queue, queue.shards[0]), "default", 4)
+        while True:
+            result = engine.consumer.pull("q", group="default", batch_size=batch)
+            if not result.messages:
+                last.append(result)
+                return
+            batches.append(len(result.messages))
+            engine.consumer.ack("q", [m.lease_id for m in result.messages])
+
+    sim.spawn("puller", puller)
+    sim.run_until(30)
+    end = last[0]
+    return commits, batches, bool(end.backlog_exact and end.message_backlog_count == 0)
+
+
+def test_a_pull_right_after_a_split_claims_from_a_lane_not_committed_yet() -> None:
+    """The lanes a split adds were never committed: within BUSY_MS of the twin's clock start they looked
+    busy, and the pull after the split answered empty, and exact, with 2,570 unclaimed. Claiming lanes
+    with a puller on them are the last resort, as lanes with work are."""
+    _commits, batches, drained = _split_shard_drained_by_one_puller(30)
+    assert sum(batches) == 2_570 and drained
+
+
+def test_claims_are_cut_so_a_batch_is_leased_from_one_lane() -> None:
+    """A batch that crosses the end of a lane's range is leased from two lanes: two commits, and its ack
+    an ADD to each. Claims are cut to the pull's batch size: a lone puller of 30 on a split shard (a
+    lane's share of 2,570 over 4 lanes is 643: 630, 21 batches) commits once per batch."""
+    from sluice.engine.lanes import claim_size
+
+    assert claim_size(2_520, 4, 30) == 630 and claim_size(2_570, 4, 30) == 630  # not 643
+    assert claim_size(2_550, 4, 12, 30) == 612  # the claiming pull lacks 12: 20 batches of 30 after it
+    assert claim_size(37_500, 32, 100) == 1_100 and claim_size(10**6, 2, 100) == 5_000
+    assert claim_size(50, 4, 100) == 50  # never more than there is
+    commits, batches, _drained = _split_shard_drained_by_one_puller(30)
+    # Lane 0 commits the first pull and, after the split, the fold of its acks (it claims nothing more);
+    # then every batch of 30 is one commit of one of lanes 1-3.
+    assert sum(batches) == 2_570 and commits[:2] == [0, 0] and len(commits[2:]) == len(batches)
