@@ -225,12 +225,11 @@ def may_claim(lane: int, cursor: Cursor) -> bool:
     return lane < cursor.lanes and (lane > 0 or cursor.lanes == 1)
 
 
-def claim_size(unclaimed: int, lanes: int, want: int, batch: int = 0) -> int:
+def claim_size(unclaimed: int, lanes: int, want: int, batch: int) -> int:
     """How much one claim takes: a lane's share of what is unclaimed, at least CLAIM_BATCHES batches,
     at most MAX_CLAIM, and never more than there is (a claim costs a write: few, large ones). Cut so
     that after the claiming pull's `want` the pulls of `batch` end at its end: a batch that crosses
     the end of a range is leased from two lanes (two commits, and its ack an ADD to each)."""
-    batch = batch or want
     share = -(-unclaimed // max(1, lanes))
     count = max(min(MAX_CLAIM, CLAIM_BATCHES * batch), min(MAX_CLAIM, share))
     if count > want:

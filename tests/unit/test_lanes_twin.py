@@ -6,21 +6,28 @@ from __future__ import annotations
 
 from collections import Counter
 
-from bench.twin.world import build
+from bench.twin.world import World, build
 from sluice.engine.store import ShardAddress
-from sluice.models import OutgoingMessage
+from sluice.models import OutgoingMessage, Queue
 
 
-def test_many_pullers_split_the_lanes_and_every_message_is_acked_once() -> None:
+def _world_with_backlog(shards: int, sends: int) -> tuple[World, Queue]:
+    """A twin with queue "q" on `shards` shards holding `sends` sends of 100 messages (`{"n": i}`),
+    published outside the twin's limits."""
     world = build(seed=3)
-    engine, sim = world.engine, world.sim
-    queue = engine.queues.create("q", {"min_shards": 2, "max_shards": 2})
+    queue = world.engine.queues.create("q", {"min_shards": shards, "max_shards": shards})
     world.dynamo.unlimited = True
-    for i in range(40):
-        engine.publisher.publish(
+    for i in range(sends):
+        world.engine.publisher.publish(
             "q", [OutgoingMessage(body=b'{"n": %d}' % (100 * i + j)) for j in range(100)]
         )
     world.dynamo.unlimited = False
+    return world, queue
+
+
+def test_many_pullers_split_the_lanes_and_every_message_is_acked_once() -> None:
+    world, queue = _world_with_backlog(2, 40)
+    engine, sim = world.engine, world.sim
     delivered: Counter[str] = Counter()
     acked: Counter[str] = Counter()
     store = engine.backend.store
@@ -105,12 +112,8 @@ def test_a_pull_whose_shard_was_split_under_it_answers_an_estimate() -> None:
     """A newcomer's survey saw lane 0 with the backlog; another puller split the shard before its commit,
     so lane 0 claims nothing now and the backlog is the new lanes' to claim: an empty answer proves
     nothing. (A puller keeping to lane 0 reads the shard again after its lost race, and claims.)"""
-    world = build(seed=3)
+    world, _queue = _world_with_backlog(1, 1)
     engine, sim = world.engine, world.sim
-    engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
-    world.dynamo.unlimited = True
-    engine.publisher.publish("q", [OutgoingMessage(body=b'{"n": %d}' % n) for n in range(100)])
-    world.dynamo.unlimited = False
     store = engine.backend.store
     commit = store.commit_lane
 
@@ -140,15 +143,8 @@ def _split_shard_drained_by_one_puller(batch: int) -> tuple[list[int], list[int]
     """2,600 messages on one shard; a puller reads `batch` of them, the shard is split into 4 lanes, and
     it pulls batches of `batch` until an empty answer: (the lane of every commit, the batch sizes,
     whether that empty answer was exact with nothing available)."""
-    world = build(seed=3)
+    world, queue = _world_with_backlog(1, 26)
     engine, sim = world.engine, world.sim
-    queue = engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
-    world.dynamo.unlimited = True
-    for i in range(26):
-        engine.publisher.publish(
-            "q", [OutgoingMessage(body=b'{"n": %d}' % (100 * i + j)) for j in range(100)]
-        )
-    world.dynamo.unlimited = False
     store = engine.backend.store
     commits: list[int] = []
     commit = store.commit_lane
@@ -190,10 +186,10 @@ def test_claims_are_cut_so_a_batch_is_leased_from_one_lane() -> None:
     lane's share of 2,570 over 4 lanes is 643: 630, 21 batches) commits once per batch."""
     from sluice.engine.lanes import claim_size
 
-    assert claim_size(2_520, 4, 30) == 630 and claim_size(2_570, 4, 30) == 630  # not 643
+    assert claim_size(2_520, 4, 30, 30) == 630 and claim_size(2_570, 4, 30, 30) == 630  # not 643
     assert claim_size(2_550, 4, 12, 30) == 612  # the claiming pull lacks 12: 20 batches of 30 after it
-    assert claim_size(37_500, 32, 100) == 1_100 and claim_size(10**6, 2, 100) == 5_000
-    assert claim_size(50, 4, 100) == 50  # never more than there is
+    assert claim_size(37_500, 32, 100, 100) == 1_100 and claim_size(10**6, 2, 100, 100) == 5_000
+    assert claim_size(50, 4, 100, 100) == 50  # never more than there is
     commits, batches, _drained = _split_shard_drained_by_one_puller(30)
     # Lane 0 commits the first pull and, after the split, the fold of its acks (it claims nothing more);
     # then every batch of 30 is one commit of one of lanes 1-3.
