@@ -290,7 +290,8 @@ def pull_load(
     `think_s`: each puller works that long on a batch before it acks (a consumer's processing: the
     pullers then ask for what they can handle, not for what the partitions can give). `carry_acks`: a
     batch's acks ride on the puller's next pull (`acks=`, one state write for both) instead of an ack
-    call."""
+    call. `left_share`: the share of the backlog not acked when the window ended (near 0: the lanes
+    ran dry inside it, and the row measured a drain's tail, not pullers against a backlog)."""
     world = build()
     engine = world.engine
     queue = engine.queues.create(QUEUE, {"min_shards": shards, "max_shards": shards})
@@ -305,11 +306,13 @@ def pull_load(
     sim.now = 1.0  # the seeded partitions' buckets start full
     start, end = sim.now + warmup, sim.now + warmup + seconds
     acked: defaultdict[int, int] = defaultdict(int)
+    settled = 0  # every ack since the first pull, warm-up included: what is left of the backlog
     latencies: list[float] = []
     failures: defaultdict[str, int] = defaultdict(int)
     rng = random.Random(9)
 
     def puller() -> None:
+        nonlocal settled
         sim.sleep(rng.uniform(0, 0.05))
         held: list[str] = []  # with `carry_acks`: the last batch's lease ids, acked by the next pull
         while sim.now < end:
@@ -319,14 +322,17 @@ def pull_load(
                 result = consumer.pull(
                     QUEUE, group="g", batch_size=batch, acks=held if carry_acks and held else None
                 )
+                carried = result.ack.ack_count if result.ack else 0
+                settled += carried
                 if t0 >= start:
                     latencies.append(sim.now - t0)
-                    acked[int(sim.now * 10)] += result.ack.ack_count if result.ack else 0
+                    acked[int(sim.now * 10)] += carried
                 held = [m.lease_id for m in result.messages]
                 if result.messages:
                     sim.sleep(think_s)
                     if not carry_acks:
                         done = consumer.ack(QUEUE, held).ack_count
+                        settled += done
                         if sim.now >= start:
                             acked[int(sim.now * 10)] += done
                 else:
@@ -370,4 +376,5 @@ def pull_load(
         "failed_calls": dict(failures),
         "throttled": {f"{op} {kind}": n for (op, kind), n in stats.throttles.most_common(6)},
         "pulls": len(latencies),
+        "left_share": (backlog - settled) / max(1, backlog),
     }
