@@ -163,6 +163,8 @@ def report(result: dict[str, Any]) -> str:
         f"against a backlog of pullers x batch x 60 messages (20,000 to {BACKLOG_CAP:,}), doubled",
         f"while a run leaves less than {LASTING:.0%} of it: a row that ran dry",
         "measured the lanes' tail, not pullers against a backlog (left: the share not acked at the end).",
+        "Pulls refused: answered 429 (every partition a pull needed was saturated) or 503, which the",
+        "pull latencies do not count (the puller comes back after 50-200 ms).",
         "Conflicts: failed conditional writes of lane items over all lane writes; WRU/msg: every write unit",
         "of the window (pull commits, claims, ack ADDs, splits) per acked message. Before the lanes (one",
         "state item per shard and group, section (3) of the DynamoDB twin above): 1,000 pullers made 186,600",
@@ -175,14 +177,14 @@ def report(result: dict[str, Any]) -> str:
         "backlog ran out inside the window.",
         "",
         "| pullers | batch | pull+ack msg/s | conflicts | throttles | WRU/msg | RRU/msg | pull p50 ms "
-        "| pull p99 ms | lanes (max/shard) | backlog | left |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| pull p99 ms | pulls refused | lanes (max/shard) | backlog | left |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["pullers"]:
         lines.append(
             f"| {r['pullers']:,} | {r['batch']} | {r['msgs_per_s']:,.0f} | {100 * r['conflict_share']:.1f} % "
             f"| {100 * r['throttle_share']:.1f} % | {r['wcu_per_msg']:.4f} | {r['rcu_per_msg']:.3f} "
-            f"| {r['pull_p50_ms']:.0f} | {r['pull_p99_ms']:.0f} | {r['lanes']} | {_left(r)} |"
+            f"| {r['pull_p50_ms']:.0f} | {r['pull_p99_ms']:.0f} | {_refused(r)} | {r['lanes']} | {_left(r)} |"
         )
     lines += [
         "",
@@ -198,15 +200,15 @@ def report(result: dict[str, Any]) -> str:
         "of lane writes failed, almost all on the lane 0 of shards not split yet); without, 0.3 and 0.5 s.",
         "",
         "| work per batch | acks | pull+ack msg/s | conflicts | throttles | WRU/msg | RRU/msg | pull p50 ms "
-        "| pull p99 ms | lanes (max/shard) | backlog | left |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| pull p99 ms | pulls refused | lanes (max/shard) | backlog | left |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result.get("variants", []):
         acks = "on the next pull" if r["carry_acks"] else "ack call"
         lines.append(
             f"| {r['think_s']:.2f} s | {acks} | {r['msgs_per_s']:,.0f} | {100 * r['conflict_share']:.1f} % "
             f"| {100 * r['throttle_share']:.1f} % | {r['wcu_per_msg']:.4f} | {r['rcu_per_msg']:.3f} "
-            f"| {r['pull_p50_ms']:.0f} | {r['pull_p99_ms']:.0f} | {r['lanes']} | {_left(r)} |"
+            f"| {r['pull_p50_ms']:.0f} | {r['pull_p99_ms']:.0f} | {_refused(r)} | {r['lanes']} | {_left(r)} |"
         )
     lines += [
         "",
@@ -214,6 +216,12 @@ def report(result: dict[str, Any]) -> str:
         CONSUME_END,
     ]
     return "\n".join(lines)
+
+
+def _refused(row: dict[str, Any]) -> str:
+    """The share of pulls answered with an error (429 throttled, 503): the p99 counts answered pulls."""
+    refused = sum(row["failed_calls"].values())
+    return f"{100 * refused / max(1, refused + row['pulls']):.1f} %"
 
 
 def _left(row: dict[str, Any]) -> str:
