@@ -89,7 +89,7 @@ def pullers(quick: bool) -> list[dict[str, Any]]:
 
 def lasting(pullers: int, batch: int, **scenario: Any) -> dict[str, Any]:
     """`pull_load` on a backlog that outlasts its window: pullers x batch x 60 messages (20,000 to
-    BACKLOG_CAP), doubled (once or twice) while a run leaves less than LASTING of it."""
+    BACKLOG_CAP), doubled while a run leaves less than LASTING of it (up to 4 x BACKLOG_CAP)."""
     backlog = int(min(BACKLOG_CAP, max(20_000, pullers * batch * 60)))
     while True:
         row = pull_load(pullers, batch, backlog=backlog, **scenario)
