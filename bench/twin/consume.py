@@ -181,11 +181,7 @@ def report(result: dict[str, Any]) -> str:
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["pullers"]:
-        lines.append(
-            f"| {r['pullers']:,} | {r['batch']} | {r['msgs_per_s']:,.0f} | {100 * r['conflict_share']:.1f} % "
-            f"| {100 * r['throttle_share']:.1f} % | {r['wcu_per_msg']:.4f} | {r['rcu_per_msg']:.3f} "
-            f"| {r['pull_p50_ms']:.0f} | {r['pull_p99_ms']:.0f} | {_refused(r)} | {r['lanes']} | {_left(r)} |"
-        )
+        lines.append(f"| {r['pullers']:,} | {r['batch']} | {_load_cells(r)} |")
     lines += [
         "",
         "#### 1,000 pullers at batch 100 as consumers run them",
@@ -205,11 +201,7 @@ def report(result: dict[str, Any]) -> str:
     ]
     for r in result.get("variants", []):
         acks = "on the next pull" if r["carry_acks"] else "ack call"
-        lines.append(
-            f"| {r['think_s']:.2f} s | {acks} | {r['msgs_per_s']:,.0f} | {100 * r['conflict_share']:.1f} % "
-            f"| {100 * r['throttle_share']:.1f} % | {r['wcu_per_msg']:.4f} | {r['rcu_per_msg']:.3f} "
-            f"| {r['pull_p50_ms']:.0f} | {r['pull_p99_ms']:.0f} | {_refused(r)} | {r['lanes']} | {_left(r)} |"
-        )
+        lines.append(f"| {r['think_s']:.2f} s | {acks} | {_load_cells(r)} |")
     lines += [
         "",
         f"Wall time on this machine: {result['wall_s']:.0f} s.",
@@ -218,16 +210,17 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _refused(row: dict[str, Any]) -> str:
-    """The share of pulls answered with an error (429 throttled, 503): the p99 counts answered pulls."""
-    refused = sum(row["failed_calls"].values())
-    return f"{100 * refused / max(1, refused + row['pulls']):.1f} %"
-
-
-def _left(row: dict[str, Any]) -> str:
-    """The row's backlog and the share of it left at the end (n/a: saved before it was measured)."""
-    left = f"{100 * row['left_share']:.0f} %" if "left_share" in row else "n/a"
-    return f"{row['backlog']:,} | {left}"
+def _load_cells(r: dict[str, Any]) -> str:
+    """The cells both pullers tables share, from msg/s to the share of the backlog left. Pulls refused:
+    answered with an error (429, 503), which the p99 (answered pulls) does not count."""
+    refused = sum(r["failed_calls"].values())
+    return (
+        f"{r['msgs_per_s']:,.0f} | {100 * r['conflict_share']:.1f} % | {100 * r['throttle_share']:.1f} % "
+        f"| {r['wcu_per_msg']:.4f} | {r['rcu_per_msg']:.3f} "
+        f"| {r['pull_p50_ms']:.0f} | {r['pull_p99_ms']:.0f} "
+        f"| {100 * refused / max(1, refused + r['pulls']):.1f} % | {r['lanes']} | {r['backlog']:,} "
+        f"| {100 * r['left_share']:.0f} %"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
