@@ -87,11 +87,17 @@ class Stats:
     conditional_failures: Counter = field(default_factory=Counter)
     wcu: float = 0.0
     rcu: float = 0.0
+    # Units by the role of the actor that spent them (its name up to the first "-": "puller",
+    # "producer"): a scenario with producers and pullers at once prices each side on its own.
+    wcu_by: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    rcu_by: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     def reset(self) -> None:
         self.attempts.clear()
         self.throttles.clear()
         self.conditional_failures.clear()
+        self.wcu_by.clear()
+        self.rcu_by.clear()
         self.wcu = self.rcu = 0.0
 
 
@@ -174,6 +180,10 @@ class TwinDynamo:
         part.tokens -= need
         self.stats.wcu += wcu
         self.stats.rcu += rcu
+        actor = self.sim.current
+        role = actor.name.partition("-")[0] if actor else ""
+        self.stats.wcu_by[role] += wcu
+        self.stats.rcu_by[role] += rcu
         return True
 
     def with_attempts(self, attempts: int) -> _WithAttempts:

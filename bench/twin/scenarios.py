@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
 import random
 from collections import defaultdict, deque
 from collections.abc import Callable
@@ -38,6 +40,8 @@ RULE_S = c.COORDINATOR_SCHEDULE_MINUTES * 60
 # 0.25 s is a conservative figure for an event invoke of a warm function.
 ASYNC_START_S = 0.25
 QUEUE = "twin"
+PRODUCER_RATE = 2_000  # msg/s one live producer sends: 20 sends of BATCH a second (a send takes ~9 ms)
+DRAIN_LIMIT_S = 60.0  # a live run's pullers drain for at most this long after the window
 
 
 @dataclass
@@ -284,6 +288,8 @@ def pull_load(
     *,
     think_s: float = 0.0,
     carry_acks: bool = False,
+    publish_rate: float = 0.0,
+    wait_ms: int = 0,
 ) -> dict[str, Any]:
     """`pullers` closed-loop pull+ack consumers of one group against a seeded backlog: `warmup` virtual
     seconds for the lanes to widen, then `seconds` measured (statistics reset at the start).
@@ -291,7 +297,13 @@ def pull_load(
     pullers then ask for what they can handle, not for what the partitions can give). `carry_acks`: a
     batch's acks ride on the puller's next pull (`acks=`, one state write for both) instead of an ack
     call. `left_share`: the share of the backlog not acked when the window ended (near 0: the lanes
-    ran dry inside it, and the row measured a drain's tail, not pullers against a backlog)."""
+    ran dry inside it, and the row measured a drain's tail, not pullers against a backlog).
+    `publish_rate`: producers send that many msg/s (paced sends of BATCH, each producer a container of
+    its own) through warm-up and window while the pullers pull, a live stream; when the window ends they
+    stop and the pullers drain until each gets an exact empty answer. `unacked_at_rest` (messages sent
+    and never acked) and `acked_again` (acks of a message acked before) are then 0, or a message was
+    lost or delivered twice. Write and read units per message are the pullers' own. `wait_ms`: each
+    pull long-polls that long (the SDK's `iterate` waits 1 s)."""
     world = build()
     engine = world.engine
     queue = engine.queues.create(QUEUE, {"min_shards": shards, "max_shards": shards})
@@ -308,40 +320,67 @@ def pull_load(
     acked: defaultdict[int, int] = defaultdict(int)
     settled = 0  # every ack since the first pull, warm-up included: what is left of the backlog
     latencies: list[float] = []
+    leased = empty = 0  # messages the window's pulls leased, and how many of them leased nothing
     failures: defaultdict[str, int] = defaultdict(int)
     rng = random.Random(9)
+    live = Live(publish_rate, end)
 
     def puller() -> None:
-        nonlocal settled
+        nonlocal settled, leased, empty
         sim.sleep(rng.uniform(0, 0.05))
         held: list[str] = []  # with `carry_acks`: the last batch's lease ids, acked by the next pull
-        while sim.now < end:
+        held_ids: list[str] = []
+        while sim.now < end or live.producers:  # a live run's pullers drain after the window
             t0 = sim.now
             try:
                 consumer = world.container().consumer  # one Lambda container per puller, as deployed
                 result = consumer.pull(
-                    QUEUE, group="g", batch_size=batch, acks=held if carry_acks and held else None
+                    QUEUE,
+                    group="g",
+                    batch_size=batch,
+                    wait_ms=wait_ms if sim.now < end else 0,
+                    acks=held if carry_acks and held else None,
                 )
                 carried = result.ack.ack_count if result.ack else 0
                 settled += carried
-                if t0 >= start:
+                live.acked(held_ids, carried)
+                if start <= t0 < end:
                     latencies.append(sim.now - t0)
+                    leased += len(result.messages)
+                    empty += not result.messages
                     acked[int(sim.now * 10)] += carried
                 held = [m.lease_id for m in result.messages]
+                held_ids = [m.id for m in result.messages]
                 if result.messages:
                     sim.sleep(think_s)
                     if not carry_acks:
                         done = consumer.ack(QUEUE, held).ack_count
                         settled += done
-                        if sim.now >= start:
+                        live.acked(held_ids, done)
+                        held, held_ids = [], []
+                        if start <= sim.now < end:
                             acked[int(sim.now * 10)] += done
+                elif sim.now >= end and result.backlog_exact and not result.message_backlog_count:
+                    return  # drained: an exact answer says the group holds nothing
                 else:
                     sim.sleep(0.05)
             except (errors.Throttled, errors.DependencyUnavailable) as exc:
-                if t0 >= start:  # as the latencies: pulls made in the window
+                if start <= t0 < end:  # as the latencies: pulls made in the window
                     failures[type(exc).__name__] += 1
                 sim.sleep(rng.uniform(0.05, 0.2))
 
+    def producer(every: float) -> None:
+        publisher = world.container().publisher
+        sim.sleep(rng.uniform(0, every))
+        while sim.now < end:
+            t0 = sim.now
+            with contextlib.suppress(errors.Throttled, errors.DependencyUnavailable):
+                publisher.publish(QUEUE, messages)  # a refused send is not sent again: not counted
+                live.sent(BATCH, counted=start <= t0)
+            sim.sleep(max(0.0, every - (sim.now - t0)))
+
+    for i in range(live.producers):
+        sim.spawn(f"producer-{i}", partial(producer, live.producers * BATCH / publish_rate))
     sim.at(start, world.dynamo.stats.reset)
     for i in range(pullers):
         sim.spawn(f"puller-{i}", puller)
@@ -359,23 +398,62 @@ def pull_load(
         engine.backend.store.read_lanes(ShardAddress.of(queue, s), "g", [], head=False).cursor
         for s in queue.shards
     ]
-    return {
+    world.dynamo.unlimited = False
+    out = {
         "pullers": pullers,
         "batch": batch,
         "shards": shards,
         "backlog": backlog,
         "think_s": think_s,
         "carry_acks": carry_acks,
+        "publish_rate": publish_rate,
+        "wait_ms": wait_ms,
+        "sent_per_s": live.window_sent / seconds,
         "msgs_per_s": total / seconds,
+        "mean_batch": leased / max(1, len(latencies) - empty),  # of the pulls that leased something
+        "empty_share": empty / max(1, len(latencies)),
         "conflict_share": conflicts / max(1, state_writes),
         "throttle_share": throttles / max(1, attempts),
-        "wcu_per_msg": stats.wcu / max(1, total),
-        "rcu_per_msg": stats.rcu / max(1, total),
+        "wcu_per_msg": stats.wcu_by["puller"] / max(1, total),
+        "rcu_per_msg": stats.rcu_by["puller"] / max(1, total),
         "pull_p50_ms": percentile(latencies, 50) * 1000,
         "pull_p99_ms": percentile(latencies, 99) * 1000,
         "lanes": max((c.lanes for c in lanes if c is not None), default=1),
         "failed_calls": dict(failures),
         "throttled": {f"{op} {kind}": n for (op, kind), n in stats.throttles.most_common(6)},
         "pulls": len(latencies),
-        "left_share": (backlog - settled) / max(1, backlog),
+        "left_share": max(0.0, backlog - settled) / max(1, backlog),
     }
+    if live.producers:
+        sim.run_until(end + DRAIN_LIMIT_S)  # the pullers drain, each until an exact empty answer
+        out |= {"unacked_at_rest": live.unacked(), "acked_again": live.acked_again}
+    return out
+
+
+@dataclass
+class Live:
+    """The producers of a live `pull_load` and what became of their messages."""
+
+    rate: float
+    end: float
+    window_sent: int = 0
+    acked_again: int = 0
+    sent_total: int = 0
+    done: set[str] = field(default_factory=set)  # message ids acked
+
+    @property
+    def producers(self) -> int:
+        return math.ceil(self.rate / PRODUCER_RATE) if self.rate else 0
+
+    def sent(self, count: int, *, counted: bool) -> None:
+        self.sent_total += count
+        self.window_sent += count if counted else 0
+
+    def acked(self, ids: list[str], count: int) -> None:
+        """A pull's or an ack call's ack of `ids`: `count` of them acked (fewer: leases ran out)."""
+        if count == len(ids):
+            self.acked_again += sum(1 for i in ids if i in self.done)
+            self.done.update(ids)
+
+    def unacked(self) -> int:
+        return self.sent_total - len(self.done)

@@ -111,6 +111,20 @@ def test_pullers_that_work_on_each_batch_ask_for_what_they_can_handle() -> None:
     assert 6_000 <= row["msgs_per_s"] <= 10_000 and row["pull_p99_ms"] < 100
 
 
+def test_a_live_stream_is_acked_once_and_priced_on_the_pullers_units() -> None:
+    """Producers send while long-polling pullers pull and ack: after the window the pullers drain to an
+    exact empty answer, every message sent acked once; the row's write units are the pullers' alone
+    (the sends' 20 units per 100 messages would be over 0.1 a message)."""
+    from bench.twin.scenarios import pull_load
+
+    row = pull_load(
+        10, 100, shards=4, seconds=0.5, backlog=0, warmup=0.3, think_s=0.05, publish_rate=2_000, wait_ms=1_000
+    )
+    assert row["sent_per_s"] >= 1_500 and row["msgs_per_s"] > 0
+    assert row["unacked_at_rest"] == 0 and row["acked_again"] == 0
+    assert 0.01 < row["wcu_per_msg"] < 0.1
+
+
 def test_lane_zero_claims_only_while_it_is_the_one_lane() -> None:
     """Lane 0 shares the shard's partition with the HEAD: a split shard's claims go to the other lanes,
     and a lane being retired (past `lanes`) claims nothing."""
