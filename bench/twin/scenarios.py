@@ -338,7 +338,7 @@ def pull_load(
                     QUEUE,
                     group="g",
                     batch_size=batch,
-                    wait_ms=wait_ms if sim.now < end else 0,
+                    wait_ms=wait_ms,
                     acks=held if carry_acks and held else None,
                 )
                 carried = result.ack.ack_count if result.ack else 0
