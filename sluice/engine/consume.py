@@ -31,7 +31,7 @@ from sluice.engine.lanes import Cursor, Figures, ack_records, acked_seqs, wider
 from sluice.engine.leasebook import LeaseBook, Op, Outcome
 from sluice.engine.longpoll import Watch
 from sluice.engine.publish import Publisher, message_id
-from sluice.engine.pullplan import BUSY_MS, PullPlanner
+from sluice.engine.pullplan import BUSY_MS, PATIENT_BUSY_MS, PullPlanner
 from sluice.engine.queues import QueueDirectory
 from sluice.engine.regions import RegionBreaker, region_key
 from sluice.engine.shardlease import CarriedAcks, LaneKey, ShardLeaser, Tally, gone
@@ -110,8 +110,18 @@ class Consumer:
             if clock.monotonic() >= deadline:
                 moved = None  # the answer at the end of the wait is a survey of every shard
             budget = ByteBudget(max_bytes, size_of) if size_of else None
+            patient = clock.monotonic() + BUSY_MS / 1000 < deadline  # a later poll can take busy lanes
             result, watch = self._pull_once(
-                queue_name, group, batch_size, visibility_ms, budget, carried, remote_until, watch, moved
+                queue_name,
+                group,
+                batch_size,
+                visibility_ms,
+                budget,
+                carried,
+                remote_until,
+                watch,
+                moved,
+                patient,
             )
             remote_until = deadline
             if carried is not None:
@@ -169,10 +179,12 @@ class Consumer:
         remote_until: float = float("inf"),
         watch: Watch | None = None,
         moved: frozenset[int] | None = None,
+        patient: bool = False,
     ) -> tuple[LeasedBatch, Watch | None]:
         """One poll of every readable shard, or of the `moved` ones only (those `watch` saw move; the
         answer is then an estimate, the other shards' figures as `watch` saw them). The answer, and
-        what to watch until the next poll when every shard's last survey found nothing available."""
+        what to watch until the next poll when every shard's last survey found nothing available.
+        `patient`: a long-poll's poll with time left, which leaves lanes with a puller on them alone."""
         queue = self.directory.get(queue_name)
         if queue.paused or group not in queue.groups:
             # The cached document may lag a resume or a new group: confirm with the control item (rare).
@@ -182,7 +194,13 @@ class Consumer:
         if group not in queue.groups:
             raise errors.ConsumerGroupNotFound(f"consumer group {group!r} not found on queue {queue_name!r}")
         pull = _Pull(
-            queue, group, batch_size, visibility_ms or queue.settings.visibility_timeout_ms, budget, carried
+            queue,
+            group,
+            batch_size,
+            visibility_ms or queue.settings.visibility_timeout_ms,
+            budget,
+            carried,
+            patient=patient,
         )
         answered = skipped = 0
         for index, (region, every) in enumerate(self.planner.regions(queue)):
@@ -294,9 +312,8 @@ class Consumer:
         figures = PullPlanner.figures(reads, group, surveyed_at)
         if whole and pull.carried:
             pull.carried.surveyed = True
-        self._lease_from(
-            pull, self.planner.places(reads, group, surveyed_at, tried, busy=False), tried, busy=False
-        )
+        places = self.planner.places(reads, group, surveyed_at, tried, busy=False, busy_ms=pull.busy_ms)
+        self._lease_from(pull, places, tried, busy=False)
         if not whole:
             if pull.full:
                 pull.exact = False  # claimed from the unclaimed backlog: enough, without reading every lane
@@ -309,8 +326,8 @@ class Consumer:
             if pull.carried:
                 pull.carried.surveyed = True
         if not pull.full:
-            places = self.planner.places(reads, group, surveyed_at, tried, busy=True)
-            self._lease_from(pull, places, tried, busy=True)
+            places = self.planner.places(reads, group, surveyed_at, tried, busy=True, busy_ms=pull.busy_ms)
+            self._lease_from(pull, self._unless_patient(pull, places), tried, busy=True)
         figures.leased(len(pull.out) - leased_before)  # what this pull leased since: in flight now
         pull.figures.add(figures)
         if not pull.out:
@@ -355,13 +372,29 @@ class Consumer:
         figures = PullPlanner.figures(reads, group, self.clock())
         for busy in (False, True):
             if not pull.full:
-                places = self.planner.places(reads, group, self.clock(), tried, busy=busy)
-                self._lease_from(pull, places, tried, busy=busy)
+                places = self.planner.places(
+                    reads, group, self.clock(), tried, busy=busy, busy_ms=pull.busy_ms
+                )
+                self._lease_from(
+                    pull, self._unless_patient(pull, places) if busy else places, tried, busy=busy
+                )
         if not pull.full:
             return False  # the survey of every shard follows (the sample's lanes are not tried again)
         pull.exact = False
         pull.figures.add(figures.scaled(len(shards) / len(sample)))
         return True
+
+    @staticmethod
+    def _unless_patient(
+        pull: _Pull, places: list[LaneView | tuple[Shard, int]]
+    ) -> list[LaneView | tuple[Shard, int]]:
+        """The last resort's `places` (lanes with a puller on them among them), or none for a patient
+        poll: it leaves them to their pullers, a later poll tries them (the one at the deadline at the
+        latest), and its answer proves nothing about them."""
+        if not pull.patient or not places:
+            return places
+        pull.exact = False
+        return []
 
     @staticmethod
     def _idle(reads: list[ShardRead], group: str, now: int) -> list[tuple[ShardAddress, Cursor, int]]:
@@ -388,7 +421,7 @@ class Consumer:
         busy: bool,
     ) -> None:
         """Lease from `places` in order until the batch is full; a lane not read yet is read first, and
-        passed over when another puller committed it in the last BUSY_MS (unless `busy`)."""
+        passed over when another puller committed it in the last `pull.busy_ms` (unless `busy`)."""
         for place in places:
             if pull.full:
                 return
@@ -403,7 +436,7 @@ class Consumer:
                     fail_fast=bool(pull.out),
                     seen=pull.surveyed.get(place[0].id),
                 )
-                if not busy and self.clock() - view.last_ms < BUSY_MS:
+                if not busy and self.clock() - view.last_ms < pull.busy_ms:
                     continue  # its puller is on it: look elsewhere first (a survey comes back to it)
             else:
                 continue
@@ -682,7 +715,13 @@ class _Pull:
     figures: Figures = field(default_factory=Figures)
     exact: bool = True
     paused: bool = False  # a HEAD's stamp said the queue was paused meanwhile: lease nothing more
+    patient: bool = False  # a long-poll's poll with time left: lanes with a puller on them are left to it
     surveyed: dict[int, ShardRead] = field(default_factory=dict)  # the latest read of each shard, by id
+
+    @property
+    def busy_ms(self) -> int:
+        """A lane committed this recently has a puller on it."""
+        return PATIENT_BUSY_MS if self.patient else BUSY_MS
 
     @property
     def want(self) -> int:

@@ -13,6 +13,7 @@ from bench.twin.world import World, build
 from sluice import errors
 from sluice.engine import keys
 from sluice.engine.consume import LONG_POLL_MAX_INTERVAL, RetryRequest
+from sluice.engine.pullplan import PATIENT_BUSY_MS
 from sluice.engine.store import ShardAddress
 from sluice.models import LeasedBatch, OutgoingMessage
 
@@ -224,3 +225,33 @@ def test_an_idle_long_poll_reads_heads_eventually_consistent_between_two_surveys
     surveys = 2 * 2 * shards  # the first poll and the answer's: HEAD + lane 0 a shard, consistent
     glances = cost["long"]["calls"] - 2  # every other call reads the HEADs at half a unit each
     assert cost["long"]["rru"] == surveys + glances * shards / 2 and cost["long"]["wru"] == 0
+
+
+def test_a_long_poll_with_time_left_leaves_a_lane_just_committed_to_its_puller() -> None:
+    """A live stream's herd: every waiting puller sees a shard's new messages at once, and all but one
+    would lose the race on its lane. A long-poll's poll with time left passes over a lane committed in
+    the last PATIENT_BUSY_MS (its puller takes what is there), and takes it once the lane is quiet; a
+    pull without a wait takes it at once, as before."""
+    world = build()
+    world.engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
+    world.sim.now = 1.0
+    out: dict[str, float] = {}
+
+    def pull(name: str, wait_ms: int) -> None:
+        got = world.container().consumer.pull("q", group="default", batch_size=1, wait_ms=wait_ms)
+        assert len(got.messages) == 1
+        out[name] = world.sim.now
+
+    def owner() -> None:
+        engine = world.container()
+        engine.publisher.publish("q", [OutgoingMessage(body=f'{{"n": {n}}}'.encode()) for n in range(3)])
+        pull("owner", 0)
+        world.sim.spawn("patient", lambda: pull("patient", WAIT_MS))  # the lane was committed just now
+        world.sim.sleep(0.005)
+        pull("again", 0)  # the owner again, as the patient poll leaves the lane to it
+
+    world.sim.spawn("owner", owner)
+    world.sim.run_until(world.sim.now + 5)
+    assert out["again"] - out["owner"] < PATIENT_BUSY_MS / 1000 / 2
+    assert out["patient"] - out["again"] >= PATIENT_BUSY_MS / 1000 - 0.01  # left alone meanwhile
+    assert out["patient"] - out["again"] <= PATIENT_BUSY_MS / 1000 + LATE  # then taken within a poll
