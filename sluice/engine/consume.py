@@ -31,7 +31,7 @@ from sluice.engine.lanes import Cursor, Figures, ack_records, acked_seqs, wider
 from sluice.engine.leasebook import LeaseBook, Op, Outcome
 from sluice.engine.longpoll import Watch
 from sluice.engine.publish import Publisher, message_id
-from sluice.engine.pullplan import BUSY_MS, PATIENT_BUSY_MS, PullPlanner
+from sluice.engine.pullplan import BUSY_MS, Busy, PullPlanner
 from sluice.engine.queues import QueueDirectory
 from sluice.engine.regions import RegionBreaker, region_key
 from sluice.engine.shardlease import CarriedAcks, LaneKey, ShardLeaser, Tally, gone
@@ -201,6 +201,7 @@ class Consumer:
             budget,
             carried,
             patient=patient,
+            taken=self.planner.busy(queue, group, patient=patient),
         )
         answered = skipped = 0
         for index, (region, every) in enumerate(self.planner.regions(queue)):
@@ -312,7 +313,7 @@ class Consumer:
         figures = PullPlanner.figures(reads, group, surveyed_at)
         if whole and pull.carried:
             pull.carried.surveyed = True
-        places = self.planner.places(reads, group, surveyed_at, tried, busy=False, busy_ms=pull.busy_ms)
+        places = self.planner.places(reads, group, surveyed_at, tried, busy=False, taken=pull.taken)
         self._lease_from(pull, places, tried, busy=False)
         if not whole:
             if pull.full:
@@ -326,7 +327,7 @@ class Consumer:
             if pull.carried:
                 pull.carried.surveyed = True
         if not pull.full:
-            places = self.planner.places(reads, group, surveyed_at, tried, busy=True, busy_ms=pull.busy_ms)
+            places = self.planner.places(reads, group, surveyed_at, tried, busy=True, taken=pull.taken)
             self._lease_from(pull, self._unless_patient(pull, places), tried, busy=True)
         figures.leased(len(pull.out) - leased_before)  # what this pull leased since: in flight now
         pull.figures.add(figures)
@@ -372,9 +373,7 @@ class Consumer:
         figures = PullPlanner.figures(reads, group, self.clock())
         for busy in (False, True):
             if not pull.full:
-                places = self.planner.places(
-                    reads, group, self.clock(), tried, busy=busy, busy_ms=pull.busy_ms
-                )
+                places = self.planner.places(reads, group, self.clock(), tried, busy=busy, taken=pull.taken)
                 self._lease_from(
                     pull, self._unless_patient(pull, places) if busy else places, tried, busy=busy
                 )
@@ -421,7 +420,7 @@ class Consumer:
         busy: bool,
     ) -> None:
         """Lease from `places` in order until the batch is full; a lane not read yet is read first, and
-        passed over when another puller committed it in the last `pull.busy_ms` (unless `busy`)."""
+        passed over when another puller is on it (`pull.taken`, unless `busy`)."""
         for place in places:
             if pull.full:
                 return
@@ -436,7 +435,7 @@ class Consumer:
                     fail_fast=bool(pull.out),
                     seen=pull.surveyed.get(place[0].id),
                 )
-                if not busy and self.clock() - view.last_ms < pull.busy_ms:
+                if not busy and pull.taken(view, self.clock()):
                     continue  # its puller is on it: look elsewhere first (a survey comes back to it)
             else:
                 continue
@@ -468,6 +467,8 @@ class Consumer:
             pull.exact = False
             return
         pull.out += got
+        if got:
+            self.planner.committed(view)
         if tally.contended or (tally.lost_races and not got):
             # A lane with work was left to its puller, or the winner moved it past what the survey saw
             # (it split the shard: the backlog this lane had is now the other lanes' to claim): no proof
@@ -716,12 +717,8 @@ class _Pull:
     exact: bool = True
     paused: bool = False  # a HEAD's stamp said the queue was paused meanwhile: lease nothing more
     patient: bool = False  # a long-poll's poll with time left: lanes with a puller on them are left to it
+    taken: Busy = field(default_factory=Busy)  # which lanes have another puller on them
     surveyed: dict[int, ShardRead] = field(default_factory=dict)  # the latest read of each shard, by id
-
-    @property
-    def busy_ms(self) -> int:
-        """A lane committed this recently has a puller on it."""
-        return PATIENT_BUSY_MS if self.patient else BUSY_MS
 
     @property
     def want(self) -> int:

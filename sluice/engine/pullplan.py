@@ -45,6 +45,22 @@ BUSY_MS = 200  # a lane committed this recently has a puller: others look elsewh
 # stream's new messages are seen by every waiting puller at once, and a herd of them mostly loses the
 # race (twin, 100 pullers on 32 shards at 30,000 msg/s: 57 % of lane writes lost, 16 % leaving them).
 PATIENT_BUSY_MS = 100
+
+
+@dataclass(frozen=True)
+class Busy:
+    """Which lanes have another puller on them: committed in the last `ms`, and not last by this
+    container (`mine`: (shard, lane, version) of its own latest commits; a lone consumer must not wait
+    for itself)."""
+
+    ms: int = BUSY_MS
+    mine: frozenset[tuple[int, int, int]] = frozenset()
+
+    def __call__(self, view: LaneView, now_ms: int) -> bool:
+        own = (view.address.id, view.lane, view.state.version) in self.mine
+        return now_ms - view.last_ms < self.ms and not own
+
+
 SAMPLE_SHARDS = 8  # under load, a pull first looks at this many random shards (HEAD + lane 0 each)
 
 
@@ -103,6 +119,21 @@ class PullPlanner:
     def came_back(self, queue: Queue, group: str, *, empty: bool) -> None:
         """Whether this container's last pull of the group was empty (see `sample`)."""
         self._local.__dict__.setdefault("empty", {})[(queue.name, group)] = empty
+
+    def committed(self, view: LaneView) -> None:
+        """This container's commit is `view`'s lane's latest (see `Busy`)."""
+        mine: dict[tuple[str, str], dict[tuple[int, int], int]] = self._local.__dict__.setdefault("mine", {})
+        mine.setdefault((view.address.queue, view.group), {})[(view.address.id, view.lane)] = (
+            view.state.version
+        )
+
+    def busy(self, queue: Queue, group: str, *, patient: bool) -> Busy:
+        """How a poll tells lanes with another puller on them: for a patient one, those committed in
+        the last PATIENT_BUSY_MS by another container."""
+        if not patient:
+            return Busy()
+        mine = self._local.__dict__.get("mine", {}).get((queue.name, group), {})
+        return Busy(PATIENT_BUSY_MS, frozenset((shard, lane, v) for (shard, lane), v in mine.items()))
 
     def keep(self, view: LaneView) -> None:
         self._affinity()[(view.address.queue, view.group)] = Affinity(view.address.id, view.lane)
@@ -213,16 +244,16 @@ class PullPlanner:
         exclude: set[tuple[int, int]],
         *,
         busy: bool,
-        busy_ms: int = BUSY_MS,
+        taken: Busy = Busy(),
     ) -> list[LaneView | tuple[Shard, int]]:
         """Where to lease from, in order. First, in random order (not fullest-first: every puller would
-        pick the same lane): the lanes read in full with work and nobody committing them in the last
-        `busy_ms`, and every lane of the shards whose lanes are split that was not read (the caller reads
+        pick the same lane): the lanes read in full with work and nobody else committing them lately
+        (`taken`), and every lane of the shards whose lanes are split that was not read (the caller reads
         each before using it, and skips a busy one: lane 0 alone is read by a survey without
         `survey_lanes`, and must not be the only place newcomers see). Then (`busy`) lanes with work that
         have a puller on them (a newcomer there would mostly lose races: the last resort)."""
         ready = PullPlanner.deliverable(reads, group, now_ms, exclude)
-        free: list[LaneView | tuple[Shard, int]] = [v for v in ready if now_ms - v.last_ms >= busy_ms]
+        free: list[LaneView | tuple[Shard, int]] = [v for v in ready if not taken(v, now_ms)]
         for read in reads:
             lanes = read.groups[group]
             if lanes.cursor is None:
@@ -234,10 +265,10 @@ class PullPlanner:
                 if lane not in lanes.lanes and (read.shard.id, lane) not in exclude
             ]
             if lanes.unclaimed(read.head.next, read.head.floor):
-                free += PullPlanner._claimer(read, group, now_ms, exclude, ready, busy=busy, busy_ms=busy_ms)
+                free += PullPlanner._claimer(read, group, now_ms, exclude, ready, busy=busy, taken=taken)
         random.shuffle(free)
-        taken = [v for v in ready if now_ms - v.last_ms < busy_ms] if busy else []
-        return [*free, *taken]
+        others = [v for v in ready if taken(v, now_ms)] if busy else []
+        return [*free, *others]
 
     @staticmethod
     def _claimer(
@@ -248,7 +279,7 @@ class PullPlanner:
         ready: list[LaneView],
         *,
         busy: bool,
-        busy_ms: int,
+        taken: Busy,
     ) -> list[LaneView]:
         """One read lane of a split shard with nothing to read and nobody on it (unless `busy`: the last
         resort, as for lanes with work), to claim from the unclaimed backlog (one that may claim:
@@ -259,17 +290,12 @@ class PullPlanner:
         assert cursor is not None
         working = {v.lane for v in ready if v.address.id == read.shard.id}
         idle = [
-            lane
-            for lane in lanes.lanes
-            if may_claim(lane, cursor)
-            and lane not in working
-            and (read.shard.id, lane) not in exclude
-            and (busy or now_ms - lanes.lanes[lane].last_ms >= busy_ms)
+            LaneView.of(read.address, group, state, cursor, read.head)
+            for lane, state in lanes.lanes.items()
+            if may_claim(lane, cursor) and lane not in working and (read.shard.id, lane) not in exclude
         ]
-        if not idle:
-            return []
-        lane = random.choice(idle)
-        return [LaneView.of(read.address, group, lanes.lanes[lane], cursor, read.head)]
+        idle = [view for view in idle if busy or not taken(view, now_ms)]
+        return [random.choice(idle)] if idle else []
 
     @staticmethod
     def figures(reads: list[ShardRead], group: str, now_ms: int) -> Figures:

@@ -255,3 +255,29 @@ def test_a_long_poll_with_time_left_leaves_a_lane_just_committed_to_its_puller()
     assert out["again"] - out["owner"] < PATIENT_BUSY_MS / 1000 / 2
     assert out["patient"] - out["again"] >= PATIENT_BUSY_MS / 1000 - 0.01  # left alone meanwhile
     assert out["patient"] - out["again"] <= PATIENT_BUSY_MS / 1000 + LATE  # then taken within a poll
+
+
+def test_a_lone_consumer_is_not_kept_waiting_by_its_own_commit() -> None:
+    """The lane a container committed last is not busy to that container's own patient polls: a lone
+    consumer would otherwise wait PATIENT_BUSY_MS for itself after each batch."""
+    world = build()
+    world.engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
+    world.sim.now = 1.0
+    out: dict[str, float] = {}
+
+    def lone() -> None:
+        engine = world.container()
+        engine.publisher.publish("q", [OutgoingMessage(body=b'{"n": 0}')])
+        assert len(engine.consumer.pull("q", group="default", batch_size=10).messages) == 1
+        assert not engine.consumer.pull(
+            "q", group="default", batch_size=10
+        ).messages  # it lets go of the lane
+        world.container().publisher.publish("q", [OutgoingMessage(body=b'{"n": 1}')])
+        sent = world.sim.now
+        got = engine.consumer.pull("q", group="default", batch_size=10, wait_ms=WAIT_MS)
+        assert len(got.messages) == 1
+        out["latency"] = world.sim.now - sent
+
+    world.sim.spawn("lone", lone)
+    world.sim.run_until(world.sim.now + 5)
+    assert out["latency"] < PATIENT_BUSY_MS / 1000 / 2
