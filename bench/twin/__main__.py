@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -269,6 +270,39 @@ def report() -> str:
         END,
     ]
     return "\n".join(lines)
+
+
+def section_cli(
+    prog: str,
+    out_name: str,
+    measure: Callable[[bool, Callable[[dict[str, Any]], object]], dict[str, Any]],
+    report: Callable[[dict[str, Any]], str],
+    markers: tuple[str, str],
+    argv: list[str] | None,
+) -> None:
+    """The command line of a bench that owns one section of docs/performance.md (between `markers`):
+    `--quick` measures a smoke version and writes nothing, `--report-only` renders the saved results.
+    `measure(quick, save)` may save partial results as it goes (a long row at a time)."""
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--quick", action="store_true", help="short smoke run; does not write the docs")
+    parser.add_argument("--report-only", action="store_true", help="write the docs from saved results")
+    args = parser.parse_args(argv)
+    saved = OUT / out_name
+
+    def save(result: dict[str, Any]) -> None:
+        if not args.quick:  # a smoke run's figures are never rendered as the section's
+            OUT.mkdir(parents=True, exist_ok=True)
+            saved.write_text(json.dumps(result))
+
+    if args.report_only:
+        result = json.loads(saved.read_text())
+    else:
+        result = measure(args.quick, save)
+        save(result)
+    section = report(result)
+    print(section)
+    if not args.quick:
+        write_section(section, *markers)
 
 
 def write_section(section: str, start: str = START, end: str = END) -> None:

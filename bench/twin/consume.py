@@ -8,8 +8,6 @@ own section (`python -m bench.twin.drain`).
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from typing import Any
 
@@ -224,22 +222,16 @@ def _load_cells(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from bench.twin.__main__ import OUT, write_section
+    from bench.twin.__main__ import section_cli
 
-    parser = argparse.ArgumentParser(prog="python -m bench.twin.consume")
-    parser.add_argument("--quick", action="store_true", help="short smoke run; does not write the docs")
-    parser.add_argument("--report-only", action="store_true", help="write the docs from saved results")
-    args = parser.parse_args(argv)
-    if args.report_only:
-        result = json.loads((OUT / OUT_NAME).read_text())
-    else:
-        result = measure(args.quick)
-        OUT.mkdir(parents=True, exist_ok=True)
-        (OUT / OUT_NAME).write_text(json.dumps(result))
-    section = report(result)
-    print(section)
-    if not args.quick:
-        write_section(section, CONSUME_START, CONSUME_END)
+    section_cli(
+        "python -m bench.twin.consume",
+        OUT_NAME,
+        lambda quick, _save: measure(quick),
+        report,
+        (CONSUME_START, CONSUME_END),
+        argv,
+    )
 
 
 if __name__ == "__main__":

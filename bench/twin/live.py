@@ -10,8 +10,6 @@ window and reports the messages never acked and the acks of a message acked befo
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -96,21 +94,9 @@ def report(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from bench.twin.__main__ import OUT, write_section
+    from bench.twin.__main__ import section_cli
 
-    parser = argparse.ArgumentParser(prog="python -m bench.twin.live")
-    parser.add_argument("--quick", action="store_true", help="short smoke run; does not write the docs")
-    parser.add_argument("--report-only", action="store_true", help="write the docs from saved results")
-    args = parser.parse_args(argv)
-    if args.report_only:
-        result = json.loads((OUT / OUT_NAME).read_text())
-    else:
-        OUT.mkdir(parents=True, exist_ok=True)
-        result = measure(args.quick, lambda partial: (OUT / OUT_NAME).write_text(json.dumps(partial)))
-    section = report(result)
-    print(section)
-    if not args.quick:
-        write_section(section, LIVE_START, LIVE_END)
+    section_cli("python -m bench.twin.live", OUT_NAME, measure, report, (LIVE_START, LIVE_END), argv)
 
 
 if __name__ == "__main__":
