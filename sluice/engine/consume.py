@@ -201,7 +201,7 @@ class Consumer:
             budget,
             carried,
             patient=patient,
-            taken=self.planner.busy(queue, group, patient=patient),
+            taken=self.planner.busy(queue, group, self.clock(), patient=patient),
         )
         answered = skipped = 0
         for index, (region, every) in enumerate(self.planner.regions(queue)):
@@ -468,7 +468,7 @@ class Consumer:
             return
         pull.out += got
         if got:
-            self.planner.committed(view)
+            self.planner.committed(view, self.clock())
         if tally.contended or (tally.lost_races and not got):
             # A lane with work was left to its puller, or the winner moved it past what the survey saw
             # (it split the shard: the backlog this lane had is now the other lanes' to claim): no proof

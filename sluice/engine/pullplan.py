@@ -120,20 +120,32 @@ class PullPlanner:
         """Whether this container's last pull of the group was empty (see `sample`)."""
         self._local.__dict__.setdefault("empty", {})[(queue.name, group)] = empty
 
-    def committed(self, view: LaneView) -> None:
-        """This container's commit is `view`'s lane's latest (see `Busy`)."""
-        mine: dict[tuple[str, str], dict[tuple[int, int], int]] = self._local.__dict__.setdefault("mine", {})
-        mine.setdefault((view.address.queue, view.group), {})[(view.address.id, view.lane)] = (
-            view.state.version
-        )
+    def _recent(self, queue: str, group: str, now_ms: int) -> dict[tuple[int, int], tuple[int, int]]:
+        """This container's commits of the last PATIENT_BUSY_MS, (shard, lane) -> (version, when): an
+        older one cannot make a lane busy, so they are dropped (a long-lived container has committed
+        up to shards x lanes of them)."""
+        mine: dict[tuple[str, str], dict[tuple[int, int], tuple[int, int]]]
+        mine = self._local.__dict__.setdefault("mine", {})
+        recent = {
+            k: (v, at) for k, (v, at) in mine.get((queue, group), {}).items() if now_ms - at < PATIENT_BUSY_MS
+        }
+        mine[(queue, group)] = recent
+        return recent
 
-    def busy(self, queue: Queue, group: str, *, patient: bool) -> Busy:
+    def committed(self, view: LaneView, now_ms: int) -> None:
+        """This container's commit is `view`'s lane's latest (see `Busy`)."""
+        recent = self._recent(view.address.queue, view.group, now_ms)
+        recent[(view.address.id, view.lane)] = (view.state.version, now_ms)
+
+    def busy(self, queue: Queue, group: str, now_ms: int, *, patient: bool) -> Busy:
         """How a poll tells lanes with another puller on them: for a patient one, those committed in
         the last PATIENT_BUSY_MS by another container."""
         if not patient:
             return Busy()
-        mine = self._local.__dict__.get("mine", {}).get((queue.name, group), {})
-        return Busy(PATIENT_BUSY_MS, frozenset((shard, lane, v) for (shard, lane), v in mine.items()))
+        recent = self._recent(queue.name, group, now_ms)
+        return Busy(
+            PATIENT_BUSY_MS, frozenset((shard, lane, v) for (shard, lane), (v, _at) in recent.items())
+        )
 
     def keep(self, view: LaneView) -> None:
         self._affinity()[(view.address.queue, view.group)] = Affinity(view.address.id, view.lane)
