@@ -15,7 +15,6 @@ import hashlib
 import hmac
 import secrets
 import threading
-import time
 from typing import Any
 
 from sluice import errors
@@ -93,7 +92,7 @@ class AccessKeys:
 
     def principal(self, access_key_id: str) -> Principal | None:
         """The token an access key id was issued to (None: unknown or revoked)."""
-        now = time.monotonic()
+        now = self.backend.clock.monotonic()  # the twin's virtual time too
         with self._lock:
             cached = self._cache.get(access_key_id)
         if cached and cached[0] > now:

@@ -4,6 +4,7 @@ semantics quickly; tests/e2e/test_sqs_clients.py runs the real clients over HTTP
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -14,6 +15,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from lambdas.faces.sqs import messages
+from sluice.engine.accesskeys import AccessKeys
+from sluice.engine.clock import Clock
 from sluice.leases import LeaseKeyring
 from sluice.models import OutgoingMessage
 
@@ -106,6 +109,22 @@ def test_revoking_a_token_revokes_its_access_key_and_a_new_key_replaces_the_old(
     assert engine.access_keys._read(engine.backend.control, second) is not None
     engine.tokens.revoke(token_id)
     assert engine.access_keys._read(engine.backend.control, second) is None
+
+
+def test_a_revoked_access_key_is_honoured_only_until_its_cache_runs_out_on_the_engines_clock(engine):
+    """The cache of access keys measures its lifetime on the engine's clock, not `time`: the twin and the
+    local runtime run it in their own time."""
+    ticks = [0.0]
+    backend = dataclasses.replace(engine.backend, clock=Clock(monotonic=lambda: ticks[0]))
+    cache = AccessKeys(backend, engine.lease_keys, cache_ttl_seconds=30.0)
+    token_id, _ = engine.tokens.create("*", ["read"])
+    key, _ = cache.issue(token_id)
+    assert cache.principal(key) is not None
+    engine.tokens.revoke(token_id)  # deletes the key's item; this cache has not been told
+    ticks[0] = 29.0
+    assert cache.principal(key) is not None  # still cached
+    ticks[0] = 31.0
+    assert cache.principal(key) is None
 
 
 def test_an_access_key_stops_with_its_tokens_lifetime(sqs_for, engine):
