@@ -22,6 +22,13 @@ Model, per call (each documented where it comes from):
   client-side rate limiter is not modelled.
 - A table in another region than the calling actor adds one inter-region round trip per attempt
   (`bench.twin.network`); without a region (the single-region scenarios) nothing is added.
+- Documented request limits are enforced as DynamoDB enforces them ("Quotas in Amazon DynamoDB",
+  developer guide, "Item size", "API-specific limits"; `Query` and `BatchGetItem` API references): an
+  item of more than 400 KB is refused (ValidationException, nothing written); BatchGetItem takes at most
+  100 keys (ValidationException) and answers at most 16 MB, the keys past it unprocessed; BatchWriteItem
+  takes at most 25 requests; a Query page holds the items that fit in 1 MB ("A single Query only returns
+  a result set that fits within the 1 MB size limit"), with a LastEvaluatedKey to go on from, and each
+  page is charged on its own.
 - Latency per attempt: log-normal, median 4 ms, sigma 0.45 (p99 ≈ 11 ms) plus 0.01 ms per KB moved.
   AWS: "for most atomic operations, such as GetItem and PutItem, an average latency is in
   single-digit milliseconds" (re:Post, dynamodb-high-latency); client-side figures of 10-20 ms are
@@ -50,6 +57,13 @@ RCU_PER_S = 3000.0
 MAX_ATTEMPTS = 5
 THROTTLE = "ProvisionedThroughputExceededException"
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
+MAX_ITEM_BYTES = 400 * 1024  # "The maximum item size in DynamoDB is 400 KB"
+MAX_BATCH_GET_KEYS = 100
+MAX_BATCH_GET_BYTES = 16 * 1024 * 1024
+MAX_BATCH_WRITE_REQUESTS = 25
+MAX_PAGE_BYTES = 1024 * 1024  # a Query reads at most 1 MB per call
+VALIDATION = "ValidationException"
+_TOO_MANY = "Too many items requested for the {} call"
 
 
 @dataclass
@@ -105,11 +119,18 @@ def _kind(sk: str) -> str:
     return "HEAD" if sk == "HEAD" else sk[:2] if sk[:2] in ("G#", "M#") else "other"
 
 
-def _error(code: str, operation: str, item: dict[str, Any] | None = None) -> ClientError:
-    response: dict[str, Any] = {"Error": {"Code": code, "Message": code}}
+def _error(
+    code: str, operation: str, item: dict[str, Any] | None = None, *, message: str | None = None
+) -> ClientError:
+    response: dict[str, Any] = {"Error": {"Code": code, "Message": message or code}}
     if item is not None:
         response["Item"] = item
     return ClientError(response, operation)
+
+
+def _refuse_oversized(item: dict[str, Any] | None, operation: str) -> None:
+    if item is not None and item_size(item) > MAX_ITEM_BYTES:
+        raise _error(VALIDATION, operation, message="Item size has exceeded the maximum allowed size")
 
 
 def write_units(old: dict[str, Any] | None, new: dict[str, Any] | None) -> int:
@@ -261,6 +282,7 @@ class TwinDynamo:
 
     def put_item(self, TableName: str, Item: dict, **kwargs: Any) -> dict:
         pk, sk = Item["pk"]["S"], Item["sk"]["S"]
+        _refuse_oversized(Item, "PutItem")
 
         def run() -> tuple[bool, Any, float]:
             old = self.tables[TableName][pk].items.get(sk)
@@ -277,7 +299,9 @@ class TwinDynamo:
         ctx = expr.Context(kwargs.get("ExpressionAttributeNames"), kwargs.get("ExpressionAttributeValues"))
 
         def build(old: dict[str, Any] | None) -> dict[str, Any]:
-            return expr.apply_update(actions, old or dict(Key), ctx)
+            new = expr.apply_update(actions, old or dict(Key), ctx)
+            _refuse_oversized(new, "UpdateItem")
+            return new
 
         def run() -> tuple[bool, Any, float]:
             old = self.tables[TableName][pk].items.get(sk)
@@ -308,10 +332,12 @@ class TwinDynamo:
     def batch_get_item(self, RequestItems: dict) -> dict:
         """One attempt: throttled keys come back unprocessed (the adapter sends them again after its
         pause, which `TwinTable.pause` spends in virtual time)."""
+        if sum(len(request["Keys"]) for request in RequestItems.values()) > MAX_BATCH_GET_KEYS:
+            raise _error(VALIDATION, "BatchGetItem", message=_TOO_MANY.format("BatchGetItem"))
         responses: dict[str, list] = {}
         unprocessed: dict[str, dict] = {}
         kb = 0.0
-        read_any = False
+        read_any = throttled = False
         kinds = set()
         for table, request in RequestItems.items():
             consistent = request.get("ConsistentRead", False)
@@ -319,7 +345,9 @@ class TwinDynamo:
                 pk, sk, item = self._get(table, key)
                 kinds.add(_kind(sk))
                 size = item_size(item) if item else 0
-                if not self._admit(table, pk, 0, read_units([size], consistent, True)):
+                full = kb * 1024 + size > MAX_BATCH_GET_BYTES  # past the response's 16 MB: unprocessed
+                if full or not self._admit(table, pk, 0, read_units([size], consistent, True)):
+                    throttled = throttled or not full
                     unprocessed.setdefault(table, {"Keys": [], "ConsistentRead": consistent})["Keys"].append(
                         key
                     )
@@ -331,7 +359,7 @@ class TwinDynamo:
         kind = "+".join(sorted(kinds))
         self.stats.attempts[("BatchGetItem", kind)] += 1
         self.sim.sleep(self._latency(kb))
-        if unprocessed:
+        if throttled:
             self.stats.throttles[("BatchGetItem", kind)] += 1
             self.throttle_log.append(self.sim.now)
             if not read_any:
@@ -339,6 +367,11 @@ class TwinDynamo:
         return {"Responses": responses, "UnprocessedKeys": unprocessed}
 
     def batch_write_item(self, RequestItems: dict) -> dict:
+        if sum(len(requests) for requests in RequestItems.values()) > MAX_BATCH_WRITE_REQUESTS:
+            raise _error(VALIDATION, "BatchWriteItem", message=_TOO_MANY.format("BatchWriteItem"))
+        for requests in RequestItems.values():
+            for request in requests:
+                _refuse_oversized(request.get("PutRequest", {}).get("Item"), "BatchWriteItem")
         unprocessed: dict[str, list] = {}
         for table, requests in RequestItems.items():
             for request in requests:
@@ -378,6 +411,7 @@ class TwinDynamo:
             part = self.tables[TableName].get(pk)
             found: list[dict[str, Any]] = []
             last = None
+            size = 0
             if part is not None:
                 sks = part.sks if forward else list(reversed(part.sks))
                 lo = 0
@@ -393,7 +427,11 @@ class TwinDynamo:
                         if forward and _past_upper(tree, ctx, sk):
                             break
                         continue
+                    if found and size + item_size(item) > MAX_PAGE_BYTES:  # the page is full
+                        last = {"pk": found[-1]["pk"], "sk": found[-1]["sk"]}
+                        break
                     found.append(item)
+                    size += item_size(item)
                     if limit is not None and len(found) >= limit:
                         last = {"pk": item["pk"], "sk": item["sk"]}
                         break

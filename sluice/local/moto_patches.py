@@ -12,7 +12,10 @@ has its own, which AWS does not publish: 3 per second by default as AWS Support 
 Rate exceeded`, which botocore retries; moto never throttles. `apply()` puts a token bucket (one second
 of burst) per account and region in front of each, so the suite fails wherever an account would.
 
-DynamoDB: moto's DynamoDB is made linearizable per item, as DynamoDB is.
+DynamoDB: moto's DynamoDB is made linearizable per item, as DynamoDB is, and refuses a BatchWriteItem of
+more than 25 requests as DynamoDB does ("BatchWriteItem ... up to 25 item put or delete operations",
+ValidationException); moto takes any number. (Item size, BatchGetItem's 100 keys and a Query page's
+1 MB moto enforces itself.)
 
 moto checks a write's condition and then applies it without a lock, so two threads (the local
 runtime's server threads, or a test's) can both pass `ver = :v` and both write: a lost update that
@@ -37,6 +40,7 @@ SSM_STANDARD_MAX_BYTES = 4096
 SSM_ADVANCED_MAX_BYTES = 8192
 SSM_READ_TPS = 40.0  # GetParameter + GetParameters + GetParametersByPath, shared
 SSM_PUT_TPS = 3.0  # PutParameter
+DYNAMODB_BATCH_WRITE_MAX = 25
 _SSM_READS = ("get_parameter", "get_parameters", "get_parameters_by_path")
 _lock = threading.RLock()
 _MUTATIONS = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
@@ -61,6 +65,7 @@ def on_write(listener: WriteListener) -> Callable[[], None]:
 def apply() -> None:
     _ssm_limits()
     _ssm_throughput()
+    _batch_write_limit()
     from moto.dynamodb.models import DynamoDBBackend
 
     for name in _MUTATIONS:
@@ -103,6 +108,24 @@ def _written(backend: Any, operation: str, args: tuple[Any, ...], kwargs: dict[s
     table = backend.get_table(table_name)
     names = [table.hash_key_attr, *([table.range_key_attr] if table.range_key_attr else [])]
     return [(table_name, {name: item[name] for name in names})]
+
+
+def _batch_write_limit() -> None:
+    from moto.dynamodb.exceptions import MockValidationException
+    from moto.dynamodb.responses import DynamoHandler
+
+    original = DynamoHandler.batch_write_item
+    if getattr(original, "_sluice_limits", False):
+        return
+
+    def batch_write_item(self: Any) -> Any:
+        if sum(len(requests) for requests in self.body["RequestItems"].values()) > DYNAMODB_BATCH_WRITE_MAX:
+            raise MockValidationException("Too many items requested for the BatchWriteItem call")
+        return original(self)
+
+    functools.update_wrapper(batch_write_item, original)
+    batch_write_item._sluice_limits = True  # type: ignore[attr-defined]
+    DynamoHandler.batch_write_item = batch_write_item  # type: ignore[method-assign]
 
 
 def _ssm_limits() -> None:

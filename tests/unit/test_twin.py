@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from bench.twin.dynamo import THROTTLE, TwinDynamo, read_units, write_units
 from bench.twin.sim import Sim
@@ -290,3 +291,70 @@ def test_quick_million_fills_256_shards_and_its_map_stays_one_standard_value(see
     assert max(result["shards"]) == 256
     assert result["ssm_largest_value"] <= 4096 and result["map_bytes"] <= 4096
     assert control.mean(control.tail(result["delivered"])) >= 0.9 * 1_000_000
+
+
+def _refused(call: Any) -> Any:
+    try:
+        call()
+    except ClientError as exc:
+        return ("error", exc.response["Error"]["Code"])
+    return "ok"
+
+
+def _limits(table: Table, client: Any, pk: str) -> list[Any]:
+    """What DynamoDB refuses by its documented quotas, as error codes (and that nothing was written)."""
+    out: list[Any] = []
+    too_big = {"pk": pk, "sk": "big", "d": b"x" * (400 * 1024)}  # the item's names and keys put it over
+    out.append(_refused(lambda: table.put(too_big)))
+    table.put({"pk": pk, "sk": "small", "d": b"x"})
+    out.append(_refused(lambda: table.update(pk, "small", "SET d = :d", values={":d": b"x" * (400 * 1024)})))
+    out.append([table.get(pk, sk) is not None for sk in ("big", "small")])
+    out.append(table.get(pk, "small")["d"] == b"x")  # the refused update changed nothing
+    keys_ = [{"pk": {"S": pk}, "sk": {"S": f"k{i}"}} for i in range(101)]
+    out.append(_refused(lambda: client.batch_get_item(RequestItems={table.name: {"Keys": keys_}})))
+    puts = [{"PutRequest": {"Item": {"pk": {"S": pk}, "sk": {"S": f"w{i}"}}}} for i in range(26)]
+    out.append(_refused(lambda: client.batch_write_item(RequestItems={table.name: puts})))
+    out.append(table.get(pk, "w0") is None)
+    return out
+
+
+def test_documented_request_limits_are_refused_as_moto_refuses_them(moto_table: Table):
+    pk = f"limits-{uuid.uuid4().hex[:8]}"
+    on_moto = _limits(moto_table, aws_adapter.client("dynamodb"), pk)
+    twin = TwinDynamo(Sim())
+    on_twin = _limits(TwinTable("t", twin), twin, pk)
+    assert on_twin == on_moto  # moto as the local runtime patches it (BatchWriteItem's 25: moto_patches)
+    assert on_twin[0] == on_twin[1] == on_twin[4] == on_twin[5] == ("error", "ValidationException")
+    assert on_twin[2] == [False, True] and on_twin[3] is True and on_twin[6] is True
+
+
+def test_a_query_page_holds_what_fits_in_1_mb_as_on_moto_and_the_adapter_follows_the_pages(
+    moto_table: Table,
+):
+    twin = TwinDynamo(Sim())
+    twin.unlimited = True  # capacity is not the subject: 300 WCU a put
+    pk = f"pages-{uuid.uuid4().hex[:8]}"
+    body = b"x" * (300 * 1024)
+    firsts = []
+    for table, client in ((moto_table, aws_adapter.client("dynamodb")), (TwinTable("t", twin), twin)):
+        for i in range(10):  # 3 MB in one partition
+            table.put({"pk": pk, "sk": f"M#{i:02d}", "d": body})
+        first = client.query(
+            TableName=table.name,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": pk}},
+            ConsistentRead=True,
+        )
+        firsts.append((first["Count"], first["LastEvaluatedKey"]["sk"]["S"]))
+        assert [item["sk"] for item in table.query(pk)] == [f"M#{i:02d}" for i in range(10)]
+    assert firsts[1] == firsts[0] == (3, "M#02")  # 3 x 300 KB fit in 1 MB, a 4th does not
+    assert twin.stats.attempts[("Query", "Query")] == 5  # the first call, then pages of 3, 3, 3, 1
+    big = TwinTable("u", twin)
+    for i in range(60):  # 60 x 300 KB = 18 MB: past one BatchGetItem answer's 16 MB
+        big.put({"pk": "p", "sk": f"M#{i:02d}", "d": body})
+    answer = twin.batch_get_item(
+        RequestItems={"u": {"Keys": [{"pk": {"S": "p"}, "sk": {"S": f"M#{i:02d}"}} for i in range(60)]}}
+    )
+    assert len(answer["Responses"]["u"]) == 54  # 54 x 300 KB ≤ 16 MB
+    assert len(answer["UnprocessedKeys"]["u"]["Keys"]) == 6
+    assert not twin.stats.throttles  # unprocessed for size, not throttled
