@@ -8,10 +8,11 @@ own section (`python -m bench.twin.drain`).
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
-from bench.prices import RRU_PRICE
+from bench.prices import APIGW_PRICE, LAMBDA_GBS_PRICE, LAMBDA_MEMORY_MB, LAMBDA_REQUEST_PRICE, RRU_PRICE
 from bench.twin.scenarios import pull_load
 from bench.twin.world import build
 from sluice.engine.tierpolicy import MONTH_SECONDS
@@ -54,6 +55,7 @@ def idle_poll_cost(shards: int) -> dict[str, Any]:
     def container() -> None:  # one actor: the planner's memory of the last answer is per container
         for name, wait_ms in (("first", 0), ("empty", 0), ("long", LONG_POLL_MS)):
             stats.reset()
+            started = world.sim.now
             result = engine.consumer.pull("idle", group="default", batch_size=10, wait_ms=wait_ms)
             assert not result.messages and result.backlog_exact
             out[name] = {
@@ -61,6 +63,7 @@ def idle_poll_cost(shards: int) -> dict[str, Any]:
                 "wru": stats.wcu,
                 "calls": sum(stats.attempts.values()),
                 "usd": stats.rcu * RRU_PRICE,
+                "seconds": world.sim.now - started,  # the consumer function's duration (virtual time)
             }
         stats.reset()
         world.sim.spawn("sender", send_later)
@@ -137,20 +140,26 @@ def report(result: dict[str, Any]) -> str:
         "another consumer its lane's version; a lease or delay is surveyed when it comes due. Figures after",
         "one earlier empty pull of the container (its first pull looks at 8 sampled shards before the",
         f"survey: 16 RRU more). Found: a long-poll whose message is sent {FOUND_AFTER_S:.0f} s into the wait",
-        "(the shard it landed on is surveyed alone). $/month: one consumer long-polling the idle queue",
-        "around the clock (SQS: $0.40 per million receives, ~$0.05 a month for one long-polling consumer).",
+        "(the shard it landed on is surveyed alone). $ per pull: its read units; *Lambda + API*: the",
+        f"consumer function's invocation, its duration at {LAMBDA_MEMORY_MB} MB (a long-poll waits inside",
+        "it: billed for the whole wait) and the HTTP API request. $/month: one consumer long-polling the",
+        "idle queue around the clock, read units alone and all of it (SQS: $0.40 per million receives,",
+        "~$0.05 a month for one long-polling consumer, whose 20 s wait is not billed by the second).",
         "",
         "| shards | empty pull: RRU | calls | 20 s idle long-poll: RRU | calls | $ per empty pull "
-        "| $ per idle long-poll | found: RRU | $/month idle |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| $ per idle long-poll | Lambda + API per long-poll | found: RRU | $/month idle: reads "
+        "| $/month idle: all |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["idle"]:
         e, lp = r["empty"], r["long"]
-        month = lp["usd"] * MONTH_SECONDS / (LONG_POLL_MS / 1000)
+        polls = MONTH_SECONDS / (LONG_POLL_MS / 1000)
+        function = _function_usd(lp.get("seconds", LONG_POLL_MS / 1000))
         found = f"{r['found']['rru']:,.0f}" if "found" in r else "n/a"  # (saved before it was measured)
         lines.append(
             f"| {r['shards']} | {e['rru']:,.0f} | {e['calls']} | {lp['rru']:,.0f} | {lp['calls']} "
-            f"| {e['usd']:.7f} | {lp['usd']:.5f} | {found} | {month:.2f} |"
+            f"| {e['usd']:.7f} | {lp['usd']:.5f} | {function:.5f} | {found} | {lp['usd'] * polls:.2f} "
+            f"| {(lp['usd'] + function) * polls:.2f} |"
         )
     lines += [
         "",
@@ -206,6 +215,12 @@ def report(result: dict[str, Any]) -> str:
         CONSUME_END,
     ]
     return "\n".join(lines)
+
+
+def _function_usd(seconds: float) -> float:
+    """One consumer invocation that lasted `seconds`, with its HTTP API request (billed per 1 ms)."""
+    gb_seconds = math.ceil(seconds * 1000) / 1000 * LAMBDA_MEMORY_MB / 1024
+    return LAMBDA_REQUEST_PRICE + gb_seconds * LAMBDA_GBS_PRICE + APIGW_PRICE
 
 
 def _load_cells(r: dict[str, Any]) -> str:
