@@ -8,11 +8,11 @@ own section (`python -m bench.twin.drain`).
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
-from bench.prices import APIGW_PRICE, LAMBDA_GBS_PRICE, LAMBDA_MEMORY_MB, LAMBDA_REQUEST_PRICE, RRU_PRICE
+from bench.prices import LAMBDA_MEMORY_MB, RRU_PRICE
+from bench.twin.lambdas import billed_seconds, invocations_usd
 from bench.twin.scenarios import pull_load
 from bench.twin.world import build
 from sluice.engine.tierpolicy import MONTH_SECONDS
@@ -154,7 +154,7 @@ def report(result: dict[str, Any]) -> str:
     for r in result["idle"]:
         e, lp = r["empty"], r["long"]
         polls = MONTH_SECONDS / (LONG_POLL_MS / 1000)
-        function = _function_usd(lp.get("seconds", LONG_POLL_MS / 1000))
+        function = invocations_usd(1, billed_seconds(lp.get("seconds", LONG_POLL_MS / 1000)))
         found = f"{r['found']['rru']:,.0f}" if "found" in r else "n/a"  # (saved before it was measured)
         lines.append(
             f"| {r['shards']} | {e['rru']:,.0f} | {e['calls']} | {lp['rru']:,.0f} | {lp['calls']} "
@@ -182,10 +182,17 @@ def report(result: dict[str, Any]) -> str:
         "engine, whose lost-race count is per process: one puller's lost race read as every concurrent",
         "puller's, so owners let go of their lanes and widened on others' races; and their 400,000-message",
         "backlog ran out inside the window.",
+        "Executions (peak): the most consumer-function executions at once in the window (every pull and",
+        "ack is one, for as long as it takes; the twin refuses one past Lambda's default quota of 1,000",
+        "concurrent executions per account and Region, `bench/twin/lambdas.py`). Consume $/M: per million",
+        "messages acked, the pullers' capacity units, their invocations with their HTTP API requests, and",
+        f"the invocations' duration at {LAMBDA_MEMORY_MB} MB (SQS: receive and delete in batches of 10,",
+        "$0.08).",
         "",
         "| pullers | batch | pull+ack msg/s | conflicts | throttles | WRU/msg | RRU/msg | pull p50 ms "
-        "| pull p99 ms | pulls refused | lanes (max/shard) | backlog | left |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| pull p99 ms | pulls refused | lanes (max/shard) | backlog | left | executions (peak) "
+        "| consume $/M |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["pullers"]:
         lines.append(f"| {r['pullers']:,} | {r['batch']} | {_load_cells(r)} |")
@@ -203,8 +210,9 @@ def report(result: dict[str, Any]) -> str:
         "of lane writes failed, almost all on the lane 0 of shards not split yet); without, 0.3 and 0.5 s.",
         "",
         "| work per batch | acks | pull+ack msg/s | conflicts | throttles | WRU/msg | RRU/msg | pull p50 ms "
-        "| pull p99 ms | pulls refused | lanes (max/shard) | backlog | left |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| pull p99 ms | pulls refused | lanes (max/shard) | backlog | left | executions (peak) "
+        "| consume $/M |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result.get("variants", []):
         acks = "on the next pull" if r["carry_acks"] else "ack call"
@@ -217,12 +225,6 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _function_usd(seconds: float) -> float:
-    """One consumer invocation that lasted `seconds`, with its HTTP API request (billed per 1 ms)."""
-    gb_seconds = math.ceil(seconds * 1000) / 1000 * LAMBDA_MEMORY_MB / 1024
-    return LAMBDA_REQUEST_PRICE + gb_seconds * LAMBDA_GBS_PRICE + APIGW_PRICE
-
-
 def _load_cells(r: dict[str, Any]) -> str:
     """The cells both pullers tables share, from msg/s to the share of the backlog left. Pulls refused:
     answered with an error (429, 503), which the p99 (answered pulls) does not count."""
@@ -232,7 +234,8 @@ def _load_cells(r: dict[str, Any]) -> str:
         f"| {r['wcu_per_msg']:.4f} | {r['rcu_per_msg']:.3f} "
         f"| {r['pull_p50_ms']:.0f} | {r['pull_p99_ms']:.0f} "
         f"| {100 * refused / max(1, refused + r['pulls']):.1f} % | {r['lanes']} | {r['backlog']:,} "
-        f"| {100 * r['left_share']:.0f} %"
+        f"| {100 * r['left_share']:.0f} % | {r.get('peak_executions_total', 0):,} "
+        f"| {r.get('consume_usd_per_m', 0):.3f}"
     )
 
 

@@ -71,12 +71,16 @@ def report(result: dict[str, Any]) -> str:
         "backlog: a shard holds what arrived since its last pulls. Lost races: failed conditional writes "
         "of lane items over all lane writes. Units per message are the pullers' (the sends' are not "
         "counted). After the window the producers stop and the pullers drain until each gets an exact "
-        "empty answer: unacked at rest and acked twice must be 0.",
+        "empty answer: unacked at rest and acked twice must be 0. Executions (peak): the most Lambda "
+        "executions at once in the window, pullers' and producers' (a long-poll holds one for its whole "
+        "wait; the twin refuses one past Lambda's default quota of 1,000 per account and Region). Consume "
+        "$/M: per million messages acked, the pullers' capacity units, invocations, HTTP API requests and "
+        "billed duration (SQS: receive and delete in batches of 10, $0.08).",
         "",
         "| pullers | acks | sent msg/s | acked msg/s | mean batch | empty pulls | lost races "
         "| throttled calls | WRU/msg | RRU/msg | pull p50 ms | pull p99 ms | pulls refused "
-        "| lanes (max) | unacked at rest | acked twice |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| lanes (max) | unacked at rest | acked twice | executions (peak) | consume $/M |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
         refused = sum(r["failed_calls"].values())
@@ -87,7 +91,8 @@ def report(result: dict[str, Any]) -> str:
             f"| {100 * r['throttle_share']:.1f} % | {r['wcu_per_msg']:.4f} | {r['rcu_per_msg']:.3f} "
             f"| {r['pull_p50_ms']:.0f} | {r['pull_p99_ms']:.0f} "
             f"| {100 * refused / max(1, refused + r['pulls']):.1f} % | {r['lanes']} "
-            f"| {r['unacked_at_rest']:,} | {r['acked_again']:,} |"
+            f"| {r['unacked_at_rest']:,} | {r['acked_again']:,} | {r.get('peak_executions_total', 0):,} "
+            f"| {r.get('consume_usd_per_m', 0):.3f} |"
         )
     lines += ["", f"Wall time on this machine: {result['wall_s']:.0f} s.", LIVE_END]
     return "\n".join(lines)

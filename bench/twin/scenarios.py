@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from bench.prices import RRU_PRICE, WRU_PRICE
+from bench.twin.lambdas import Executions
 from bench.twin.world import COORDINATOR_FUNCTION, World, build, percentile
 from sluice import constants as c
 from sluice import errors
@@ -42,6 +44,7 @@ ASYNC_START_S = 0.25
 QUEUE = "twin"
 PRODUCER_RATE = 2_000  # msg/s one live producer sends: 20 sends of BATCH a second (a send takes ~9 ms)
 DRAIN_LIMIT_S = 60.0  # a live run's pullers drain for at most this long after the window
+CONSUMER, BROKER = c.FN_CONSUMER, c.FN_BROKER
 
 
 @dataclass
@@ -324,6 +327,7 @@ def pull_load(
     failures: defaultdict[str, int] = defaultdict(int)
     rng = random.Random(9)
     live = Live(publish_rate, end)
+    lambdas = Executions(lambda: sim.now, (start, end))
 
     def puller() -> None:
         nonlocal settled, leased, empty
@@ -334,13 +338,14 @@ def pull_load(
             t0 = sim.now
             try:
                 consumer = world.container().consumer  # one Lambda container per puller, as deployed
-                result = consumer.pull(
-                    QUEUE,
-                    group="g",
-                    batch_size=batch,
-                    wait_ms=wait_ms,
-                    acks=held if carry_acks and held else None,
-                )
+                with lambdas.run(CONSUMER):
+                    result = consumer.pull(
+                        QUEUE,
+                        group="g",
+                        batch_size=batch,
+                        wait_ms=wait_ms,
+                        acks=held if carry_acks and held else None,
+                    )
                 carried = result.ack.ack_count if result.ack else 0
                 settled += carried
                 live.acked(held_ids, carried)
@@ -354,7 +359,8 @@ def pull_load(
                 if result.messages:
                     sim.sleep(think_s)
                     if not carry_acks:
-                        done = consumer.ack(QUEUE, held).ack_count
+                        with lambdas.run(CONSUMER):
+                            done = consumer.ack(QUEUE, held).ack_count
                         settled += done
                         live.acked(held_ids, done)
                         held, held_ids = [], []
@@ -374,7 +380,7 @@ def pull_load(
         sim.sleep(rng.uniform(0, every))
         while sim.now < end:
             t0 = sim.now
-            with contextlib.suppress(errors.Throttled, errors.DependencyUnavailable):
+            with contextlib.suppress(errors.Throttled, errors.DependencyUnavailable), lambdas.run(BROKER):
                 publisher.publish(QUEUE, messages)  # a refused send is not sent again: not counted
                 live.sent(BATCH, counted=start <= t0)
             sim.sleep(max(0.0, every - (sim.now - t0)))
@@ -423,6 +429,15 @@ def pull_load(
         "throttled": {f"{op} {kind}": n for (op, kind), n in stats.throttles.most_common(6)},
         "pulls": len(latencies),
         "left_share": max(0.0, backlog - settled) / max(1, backlog),
+        # The consumer function's executions (pulls and acks): the most at once, and what they cost
+        # with the pullers' capacity units, per million messages acked.
+        "peak_executions": dict(lambdas.peak),
+        "peak_executions_total": lambdas.peak_total,
+        "refused_executions": dict(lambdas.refused),
+        "consumer_gb_s_per_msg": lambdas.billed_s[CONSUMER] / max(1, total),
+        "consume_usd_per_m": 1e6
+        * (lambdas.usd(CONSUMER) + stats.wcu_by["puller"] * WRU_PRICE + stats.rcu_by["puller"] * RRU_PRICE)
+        / max(1, total),
     }
     if live.producers:
         sim.run_until(end + DRAIN_LIMIT_S)  # the pullers drain, each until an exact empty answer

@@ -1,0 +1,76 @@
+"""Lambda executions in the twin: the account's concurrency quota, and what the executions cost.
+
+Every HTTP call of a scenario is one execution of a function (a pull or an ack runs the consumer, a send
+the broker) for as long as the call takes in virtual time; a long-poll holds its execution for its whole
+wait. Lambda: "your account has a default concurrency limit of 1,000 concurrent executions across all
+functions in an AWS Region" (a quota AWS raises on request); an invocation past it is throttled
+(`TooManyRequestsException`), which API Gateway answers with a 5xx the client sends again later. Here
+that invocation raises `Throttled` (the scenarios' clients back off and retry, as after a 429).
+Billed duration: the call's virtual time rounded up to 1 ms (handler CPU is not modelled: it adds a few
+ms per call, docs/performance.md "Handler CPU per message").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from bench.prices import APIGW_PRICE, LAMBDA_GBS_PRICE, LAMBDA_MEMORY_MB, LAMBDA_REQUEST_PRICE
+from sluice import errors
+
+ACCOUNT_CONCURRENCY = 1_000  # Lambda's default per account and Region
+
+
+@dataclass
+class Executions:
+    """Executions in flight by function; within `window` (virtual seconds), their peak, the invocations
+    that ended in it and their billed seconds, and the invocations refused past the quota."""
+
+    clock: Callable[[], float]
+    window: tuple[float, float] = (0.0, math.inf)
+    quota: int = ACCOUNT_CONCURRENCY
+    running: Counter[str] = field(default_factory=Counter)
+    peak: Counter[str] = field(default_factory=Counter)
+    peak_total: int = 0
+    invocations: Counter[str] = field(default_factory=Counter)
+    billed_s: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    refused: Counter[str] = field(default_factory=Counter)
+
+    def _counting(self) -> bool:
+        return self.window[0] <= self.clock() < self.window[1]
+
+    @contextlib.contextmanager
+    def run(self, function: str) -> Iterator[None]:
+        if sum(self.running.values()) >= self.quota:
+            self.refused[function] += self._counting()
+            raise errors.Throttled(f"Lambda: {self.quota:,} concurrent executions in the account")
+        self.running[function] += 1
+        if self._counting():
+            self.peak[function] = max(self.peak[function], self.running[function])
+            self.peak_total = max(self.peak_total, sum(self.running.values()))
+        started = self.clock()
+        try:
+            yield
+        finally:
+            self.running[function] -= 1
+            if self._counting():
+                self.invocations[function] += 1
+                self.billed_s[function] += billed_seconds(self.clock() - started)
+
+    def usd(self, function: str) -> float:
+        """What `function`'s counted invocations cost."""
+        return invocations_usd(self.invocations[function], self.billed_s[function])
+
+
+def billed_seconds(seconds: float) -> float:
+    """Lambda bills duration in 1 ms steps, rounded up."""
+    return math.ceil(seconds * 1000) / 1000
+
+
+def invocations_usd(invocations: float, billed_s: float) -> float:
+    """Invocations of a function behind the HTTP API: requests, their API requests, billed duration."""
+    gb_s = billed_s * LAMBDA_MEMORY_MB / 1024
+    return invocations * (LAMBDA_REQUEST_PRICE + APIGW_PRICE) + gb_s * LAMBDA_GBS_PRICE
