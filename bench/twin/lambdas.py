@@ -66,8 +66,8 @@ class Executions:
 
 
 def billed_seconds(seconds: float) -> float:
-    """Lambda bills duration in 1 ms steps, rounded up."""
-    return math.ceil(seconds * 1000) / 1000
+    """Lambda bills duration in 1 ms steps, rounded up (a float's last digit is no millisecond)."""
+    return math.ceil(round(seconds * 1000, 6)) / 1000
 
 
 def invocations_usd(invocations: float, billed_s: float) -> float:

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import random
 import uuid
+from functools import partial
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
+from bench.prices import APIGW_PRICE, LAMBDA_GBS_PRICE, LAMBDA_MEMORY_MB, LAMBDA_REQUEST_PRICE
 from bench.twin.dynamo import THROTTLE, TwinDynamo, read_units, write_units
+from bench.twin.lambdas import Executions
 from bench.twin.sim import Sim
 from bench.twin.world import TwinTable, build
 from sluice import errors
@@ -358,3 +361,38 @@ def test_a_query_page_holds_what_fits_in_1_mb_as_on_moto_and_the_adapter_follows
     assert len(answer["Responses"]["u"]) == 54  # 54 x 300 KB ≤ 16 MB
     assert len(answer["UnprocessedKeys"]["u"]["Keys"]) == 6
     assert not twin.stats.throttles  # unprocessed for size, not throttled
+
+
+def test_lambda_executions_past_the_account_quota_are_refused_and_the_rest_billed_by_the_ms():
+    sim = Sim()
+    lambdas = Executions(lambda: sim.now, window=(1.0, 2.0), quota=2)
+    done: list[str] = []
+    refused: list[str] = []
+
+    def call(name: str, function: str, seconds: float) -> None:
+        try:
+            with lambdas.run(function):
+                sim.sleep(seconds)
+        except errors.Throttled:
+            refused.append(name)
+            return
+        done.append(name)
+
+    for name, function, at, seconds in (
+        ("early", "consumer", 0.5, 0.6),  # ends in the window: counted, all of it
+        ("long-poll", "consumer", 1.2, 0.5),
+        ("send", "broker", 1.3, 0.0104),
+        ("third", "consumer", 1.305, 0.1),  # the long-poll and the send run: refused
+        ("late", "consumer", 2.5, 0.1),  # after the window
+    ):
+        sim.spawn(name, partial(call, name, function, seconds), at=at)
+    sim.run_until(3.0)
+    assert refused == ["third"] and sorted(done) == ["early", "late", "long-poll", "send"]
+    assert lambdas.refused == {"consumer": 1}
+    assert lambdas.invocations == {"consumer": 2, "broker": 1}  # those that ended in the window
+    assert lambdas.billed_s["consumer"] == pytest.approx(1.1)  # 0.6 + 0.5: a wait is billed in full
+    assert lambdas.billed_s["broker"] == pytest.approx(0.011)  # 10.4 ms billed as 11
+    assert lambdas.peak == {"consumer": 1, "broker": 1} and lambdas.peak_total == 2
+    assert lambdas.usd("broker") == pytest.approx(
+        LAMBDA_REQUEST_PRICE + APIGW_PRICE + 0.011 * LAMBDA_MEMORY_MB / 1024 * LAMBDA_GBS_PRICE
+    )
