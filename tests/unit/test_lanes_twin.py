@@ -123,6 +123,10 @@ def test_a_live_stream_is_acked_once_and_priced_on_the_pullers_units() -> None:
     assert row["sent_per_s"] >= 1_500 and row["msgs_per_s"] > 0
     assert row["unacked_at_rest"] == 0 and row["acked_again"] == 0
     assert 0.01 < row["wcu_per_msg"] < 0.1
+    # Each puller runs at most one consumer execution at a time, and a long-poll bills its wait: 10
+    # pullers that find ~20 batches a second wait most of each second inside the function.
+    assert 1 <= row["peak_executions"]["consumer"] <= 10 and not row["refused_executions"]
+    assert row["consumer_gb_s_per_msg"] > 0.001  # > 0.1 s billed per batch of 100
 
 
 def test_lane_zero_claims_only_while_it_is_the_one_lane() -> None:
