@@ -103,7 +103,8 @@ class Usage:
 def billed_gb_seconds(cpu_ms: float, sequential_calls: float, s3_calls: float = 0.0) -> float:
     """One invocation's billed GB-s: handler CPU plus the assumed round trips, rounded up to 1 ms."""
     waited = sequential_calls * DDB_ROUND_TRIP_MS + s3_calls * S3_ROUND_TRIP_MS
-    return math.ceil(cpu_ms + waited) / 1000 * LAMBDA_MEMORY_MB / 1024
+    # rounded to a nanosecond first: a float's last digit (600.0000000001 ms) is no extra millisecond
+    return math.ceil(round(cpu_ms + waited, 6)) / 1000 * LAMBDA_MEMORY_MB / 1024
 
 
 def hot_storage_per_million(u: Usage, retention_seconds: int = RETENTION_SECONDS) -> float:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench.prices import LAMBDA_MEMORY_MB, RRU_PRICE
-from bench.twin.lambdas import billed_seconds, invocations_usd
+from bench.prices import LAMBDA_MEMORY_MB, RRU_PRICE, Usage, billed_gb_seconds, on_demand_per_million
 from bench.twin.scenarios import pull_load
 from bench.twin.world import build
 from sluice.engine.tierpolicy import MONTH_SECONDS
@@ -154,7 +153,7 @@ def report(result: dict[str, Any]) -> str:
     for r in result["idle"]:
         e, lp = r["empty"], r["long"]
         polls = MONTH_SECONDS / (LONG_POLL_MS / 1000)
-        function = invocations_usd(1, billed_seconds(lp.get("seconds", LONG_POLL_MS / 1000)))
+        function = _invocation_usd(lp.get("seconds", LONG_POLL_MS / 1000))
         found = f"{r['found']['rru']:,.0f}" if "found" in r else "n/a"  # (saved before it was measured)
         lines.append(
             f"| {r['shards']} | {e['rru']:,.0f} | {e['calls']} | {lp['rru']:,.0f} | {lp['calls']} "
@@ -223,6 +222,14 @@ def report(result: dict[str, Any]) -> str:
         CONSUME_END,
     ]
     return "\n".join(lines)
+
+
+def _invocation_usd(seconds: float) -> float:
+    """One consumer invocation that lasted `seconds`, with its HTTP API request."""
+    one = Usage(
+        wru=0, rru=0, apigw_requests=1, invocations=1, gb_seconds=billed_gb_seconds(seconds * 1000, 0)
+    )
+    return on_demand_per_million(one)["total"] / 1e6
 
 
 def _load_cells(r: dict[str, Any]) -> str:

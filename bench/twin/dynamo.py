@@ -427,11 +427,12 @@ class TwinDynamo:
                         if forward and _past_upper(tree, ctx, sk):
                             break
                         continue
-                    if found and size + item_size(item) > MAX_PAGE_BYTES:  # the page is full
+                    item_bytes = item_size(item)
+                    if found and size + item_bytes > MAX_PAGE_BYTES:  # the page is full
                         last = {"pk": found[-1]["pk"], "sk": found[-1]["sk"]}
                         break
                     found.append(item)
-                    size += item_size(item)
+                    size += item_bytes
                     if limit is not None and len(found) >= limit:
                         last = {"pk": item["pk"], "sk": item["sk"]}
                         break

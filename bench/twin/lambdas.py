@@ -6,8 +6,9 @@ wait. Lambda: "your account has a default concurrency limit of 1,000 concurrent 
 functions in an AWS Region" (a quota AWS raises on request); an invocation past it is throttled
 (`TooManyRequestsException`), which API Gateway answers with a 5xx the client sends again later. Here
 that invocation raises `Throttled` (the scenarios' clients back off and retry, as after a 429).
-Billed duration: the call's virtual time rounded up to 1 ms (handler CPU is not modelled: it adds a few
-ms per call, docs/performance.md "Handler CPU per message").
+Billed duration: the call's virtual time rounded up to 1 ms, as GB-s at the deployed memory
+(`bench.prices.billed_gb_seconds`; handler CPU is not modelled: it adds a few ms per call,
+docs/performance.md "Handler CPU per message"). Prices: `bench.prices.on_demand_per_million`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from bench.prices import APIGW_PRICE, LAMBDA_GBS_PRICE, LAMBDA_MEMORY_MB, LAMBDA_REQUEST_PRICE
+from bench.prices import billed_gb_seconds
 from sluice import errors
 
 ACCOUNT_CONCURRENCY = 1_000  # Lambda's default per account and Region
@@ -27,7 +28,7 @@ ACCOUNT_CONCURRENCY = 1_000  # Lambda's default per account and Region
 @dataclass
 class Executions:
     """Executions in flight by function; within `window` (virtual seconds), their peak, the invocations
-    that ended in it and their billed seconds, and the invocations refused past the quota."""
+    that ended in it and their billed GB-s, and the invocations refused past the quota."""
 
     clock: Callable[[], float]
     window: tuple[float, float] = (0.0, math.inf)
@@ -36,7 +37,7 @@ class Executions:
     peak: Counter[str] = field(default_factory=Counter)
     peak_total: int = 0
     invocations: Counter[str] = field(default_factory=Counter)
-    billed_s: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    gb_seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     refused: Counter[str] = field(default_factory=Counter)
 
     def _counting(self) -> bool:
@@ -58,19 +59,4 @@ class Executions:
             self.running[function] -= 1
             if self._counting():
                 self.invocations[function] += 1
-                self.billed_s[function] += billed_seconds(self.clock() - started)
-
-    def usd(self, function: str) -> float:
-        """What `function`'s counted invocations cost."""
-        return invocations_usd(self.invocations[function], self.billed_s[function])
-
-
-def billed_seconds(seconds: float) -> float:
-    """Lambda bills duration in 1 ms steps, rounded up (a float's last digit is no millisecond)."""
-    return math.ceil(round(seconds * 1000, 6)) / 1000
-
-
-def invocations_usd(invocations: float, billed_s: float) -> float:
-    """Invocations of a function behind the HTTP API: requests, their API requests, billed duration."""
-    gb_s = billed_s * LAMBDA_MEMORY_MB / 1024
-    return invocations * (LAMBDA_REQUEST_PRICE + APIGW_PRICE) + gb_s * LAMBDA_GBS_PRICE
+                self.gb_seconds[function] += billed_gb_seconds((self.clock() - started) * 1000, 0)
