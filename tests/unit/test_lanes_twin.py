@@ -123,10 +123,24 @@ def test_a_live_stream_is_acked_once_and_priced_on_the_pullers_units() -> None:
     assert row["sent_per_s"] >= 1_500 and row["msgs_per_s"] > 0
     assert row["unacked_at_rest"] == 0 and row["acked_again"] == 0
     assert 0.01 < row["wcu_per_msg"] < 0.1
-    # Each puller runs at most one consumer execution at a time, and a long-poll bills its wait: 10
-    # pullers that find ~20 batches a second wait most of each second inside the function.
-    assert 1 <= row["peak_executions"]["consumer"] <= 10 and not row["refused_executions"]
-    assert row["consumer_gb_s_per_msg"] > 0.001  # > 0.1 s billed per batch of 100
+    assert 1 <= row["peak_executions"]["consumer"] <= 10 and not row["refused_executions"]  # one a puller
+
+
+def test_a_long_poll_bills_its_wait() -> None:
+    """One puller, a send of 100 every 0.5 s: a long-polling puller waits ~0.5 s inside the consumer for
+    each batch (0.005 GB-s a message at 1,024 MB); one that polls without a wait sleeps between pulls
+    outside it (0.0007: its empty pulls' own time)."""
+    from bench.prices import LAMBDA_MEMORY_MB
+    from bench.twin.scenarios import pull_load
+
+    gb = LAMBDA_MEMORY_MB / 1024
+    billed = {
+        wait_ms: pull_load(
+            1, 100, shards=4, seconds=2.0, backlog=0, warmup=0.5, publish_rate=200, wait_ms=wait_ms
+        )["consumer_gb_s_per_msg"]
+        for wait_ms in (1_000, 0)
+    }
+    assert billed[1_000] > 0.004 * gb and billed[0] < 0.002 * gb
 
 
 def test_lane_zero_claims_only_while_it_is_the_one_lane() -> None:
