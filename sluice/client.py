@@ -3,7 +3,9 @@
 Thread-safe (one urllib3 pool per client). Retries what the server says is retryable (any answer with
 `Retry-After`: 429, 503, 409 10115; and 502/504 from the gateway) after that many seconds, and network
 errors with backoff. Sends carry an Idempotency-Key, so a retried send stores nothing twice: keyed
-requests are also retried after a 500 (a send that died stored nothing, and its key is released).
+requests are also retried after a 500 (a send that died stored nothing, and its key is released). A 500
+of the gateway itself (no Sluice envelope: Lambda refused the invocation, as past the account's
+concurrency quota, so no handler ran) is retried whatever the request.
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ class SluiceClient:
                 time.sleep(_backoff(attempt))
                 continue
             if attempt < self._max_attempts and _retryable(
-                resp.status, resp.headers, "Idempotency-Key" in all_headers
+                resp.status, resp.headers, "Idempotency-Key" in all_headers, resp.data
             ):
                 retry_after = resp.headers.get("Retry-After")
                 time.sleep(float(retry_after) if retry_after else _backoff(attempt))
@@ -441,10 +443,23 @@ class SluiceClient:
         self._http.clear()
 
 
-def _retryable(status: int, headers: Any, keyed: bool) -> bool:
-    """The server marks what may be retried with `Retry-After`; the gateway's 502/504 carry none. A 500
-    is retried only with an Idempotency-Key, which makes a repeat of a send that died harmless."""
-    return status in RETRYABLE_STATUS or "Retry-After" in headers or (keyed and status == 500)
+def _retryable(status: int, headers: Any, keyed: bool, data: bytes) -> bool:
+    """The server marks what may be retried with `Retry-After`; the gateway's 502/504 carry none. A
+    handler's 500 is retried only with an Idempotency-Key, which makes a repeat of a send that died
+    harmless (a pull that died may have leased messages). The gateway answers 500 without our envelope
+    when Lambda refused the invocation (a throttle: no handler ran), which any request may send again."""
+    if status in RETRYABLE_STATUS or "Retry-After" in headers:
+        return True
+    return status == 500 and (keyed or not _is_envelope(data))
+
+
+def _is_envelope(data: bytes) -> bool:
+    """Whether an answer is Sluice's `{"success", "errors", ...}` envelope (a handler answered it)."""
+    try:
+        doc = json.loads(data) if data else None
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and "success" in doc
 
 
 def _backoff(attempt: int) -> float:

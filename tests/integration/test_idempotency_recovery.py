@@ -121,3 +121,18 @@ def test_sdk_does_not_retry_what_is_not_retryable(scripted):
     with pytest.raises(SluiceApiError):
         client.pull("q")
     assert len(handler.seen) == 2
+
+
+def test_sdk_retries_any_request_the_gateway_answered_500_without_running_a_handler(scripted):
+    """API Gateway answers 500 `{"message": "Internal server error"}` when Lambda refuses the invocation
+    (past the account's or the function's reserved concurrency): no handler ran, so a pull may go again."""
+    handler, client = scripted
+    pulled = {"messages": [], "message_backlog_count": 0, "backlog_exact": True}
+    gateway = {"message": "Internal server error"}
+    handler.script = [(500, {}, gateway), (500, {}, gateway), (200, {}, {**OK, "result": pulled})]
+    assert client.pull("q").messages == []
+    assert len(handler.seen) == 3
+    handler.script = [(500, {}, gateway)] * 3  # max_attempts=3: then the error is the caller's
+    with pytest.raises(SluiceApiError) as refused:
+        client.pull("q")
+    assert refused.value.status == 500 and len(handler.seen) == 6
