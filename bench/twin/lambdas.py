@@ -4,8 +4,8 @@ Every HTTP call of a scenario is one execution of a function (a pull or an ack r
 the broker) for as long as the call takes in virtual time; a long-poll holds its execution for its whole
 wait. Lambda: "your account has a default concurrency limit of 1,000 concurrent executions across all
 functions in an AWS Region" (a quota AWS raises on request); an invocation past it is throttled
-(`TooManyRequestsException`), which API Gateway answers with a 500 of its own (no handler ran) that the
-SDK sends again after a backoff (`sluice/client.py` `_retryable`). Here that invocation raises
+(`TooManyRequestsException`), which API Gateway answers with a 500 of its own that the SDK sends again
+after a backoff when the request is safe to repeat (`sluice/client.py` `_retryable`). Here that invocation raises
 `Throttled` (the scenarios' clients back off and retry, as after a 429).
 Reserved concurrency (the stack's `<function>_reserved_concurrency`): a function with a reservation runs
 at most that many at once, and the others share what the reservations leave of the quota.
