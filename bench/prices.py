@@ -100,11 +100,14 @@ class Usage:
     hot_object_bytes: float = 0.0  # payload/overflow object bytes: S3 storage until their lifecycle rule
 
 
-def billed_gb_seconds(cpu_ms: float, sequential_calls: float, s3_calls: float = 0.0) -> float:
-    """One invocation's billed GB-s: handler CPU plus the assumed round trips, rounded up to 1 ms."""
+def billed_gb_seconds(
+    cpu_ms: float, sequential_calls: float, s3_calls: float = 0.0, *, memory_mb: int = LAMBDA_MEMORY_MB
+) -> float:
+    """One invocation's billed GB-s: handler CPU plus the assumed round trips, rounded up to 1 ms, at
+    `memory_mb` (the stack's default unless a function is given its own)."""
     waited = sequential_calls * DDB_ROUND_TRIP_MS + s3_calls * S3_ROUND_TRIP_MS
     # rounded to a nanosecond first: a float's last digit (600.0000000001 ms) is no extra millisecond
-    return math.ceil(round(cpu_ms + waited, 6)) / 1000 * LAMBDA_MEMORY_MB / 1024
+    return math.ceil(round(cpu_ms + waited, 6)) / 1000 * memory_mb / 1024
 
 
 def hot_storage_per_million(u: Usage, retention_seconds: int = RETENTION_SECONDS) -> float:

@@ -3,7 +3,9 @@
 Thread-safe (one urllib3 pool per client). Retries what the server says is retryable (any answer with
 `Retry-After`: 429, 503, 409 10115; and 502/504 from the gateway) after that many seconds, and network
 errors with backoff. Sends carry an Idempotency-Key, so a retried send stores nothing twice: keyed
-requests are also retried after a 500 (a send that died stored nothing, and its key is released).
+requests are also retried after a 500 (a send that died stored nothing, and its key is released). The
+gateway's own 500 (no Sluice envelope: Lambda refused the invocation past a concurrency quota, or the
+function crashed) is also retried for what is safe to repeat: reads, pulls, acks, lease extensions.
 """
 
 from __future__ import annotations
@@ -116,8 +118,11 @@ class SluiceClient:
         *,
         query: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        repeatable: bool = False,
     ) -> Any:
-        """Call the API and return `result` of the envelope; raise SluiceApiError on an error answer."""
+        """Call the API and return `result` of the envelope; raise SluiceApiError on an error answer.
+        `repeatable`: the request may be sent again after the gateway's 500 (a GET always may)."""
+        repeatable = repeatable or method == "GET"
         url = self.base_url + path
         if query:
             url += "?" + urlencode({k: v for k, v in query.items() if v is not None})
@@ -132,8 +137,9 @@ class SluiceClient:
                     raise
                 time.sleep(_backoff(attempt))
                 continue
+            keyed = "Idempotency-Key" in all_headers
             if attempt < self._max_attempts and _retryable(
-                resp.status, resp.headers, "Idempotency-Key" in all_headers
+                resp.status, resp.headers, keyed, repeatable, resp.data
             ):
                 retry_after = resp.headers.get("Retry-After")
                 time.sleep(float(retry_after) if retry_after else _backoff(attempt))
@@ -216,7 +222,7 @@ class SluiceClient:
             body["visibility_timeout_ms"] = visibility_timeout_ms
         if acks is not None:
             body["acks"] = [{"lease_id": lease} for lease in acks]
-        result = self.request("POST", f"/v1/queues/{quote(queue)}/messages/pull", body)
+        result = self.request("POST", f"/v1/queues/{quote(queue)}/messages/pull", body, repeatable=True)
         return PullResult(
             [Message.from_json(m) for m in result["messages"]],
             result["message_backlog_count"],
@@ -236,7 +242,7 @@ class SluiceClient:
                 entry["delay_seconds"] = delay
             retry_list.append(entry)
         body = {"acks": [{"lease_id": lease} for lease in lease_ids], "retries": retry_list}
-        return self.request("POST", f"/v1/queues/{quote(queue)}/messages/ack", body)
+        return self.request("POST", f"/v1/queues/{quote(queue)}/messages/ack", body, repeatable=True)
 
     def retry(self, queue: str, lease_ids: Iterable[str], delay_seconds: int | None = None) -> dict[str, Any]:
         return self.ack(queue, [], [(lease, delay_seconds) for lease in lease_ids])
@@ -244,11 +250,13 @@ class SluiceClient:
     def peek(self, queue: str, batch_size: int = 5, consumer_group: str = "default") -> list[dict[str, Any]]:
         """Up to `batch_size` unacked messages of a group, without leasing them or counting a delivery."""
         body = {"batch_size": batch_size, "consumer_group": consumer_group}
-        return self.request("POST", f"/v1/queues/{quote(queue)}/messages/peek", body)["messages"]
+        return self.request("POST", f"/v1/queues/{quote(queue)}/messages/peek", body, repeatable=True)[
+            "messages"
+        ]
 
     def extend(self, queue: str, lease_ids: Iterable[str], visibility_timeout_ms: int) -> dict[str, Any]:
         body = {"lease_ids": list(lease_ids), "visibility_timeout_ms": visibility_timeout_ms}
-        return self.request("POST", f"/v1/queues/{quote(queue)}/messages/lease", body)
+        return self.request("POST", f"/v1/queues/{quote(queue)}/messages/lease", body, repeatable=True)
 
     def iterate(
         self,
@@ -441,10 +449,25 @@ class SluiceClient:
         self._http.clear()
 
 
-def _retryable(status: int, headers: Any, keyed: bool) -> bool:
-    """The server marks what may be retried with `Retry-After`; the gateway's 502/504 carry none. A 500
-    is retried only with an Idempotency-Key, which makes a repeat of a send that died harmless."""
-    return status in RETRYABLE_STATUS or "Retry-After" in headers or (keyed and status == 500)
+def _retryable(status: int, headers: Any, keyed: bool, repeatable: bool, data: bytes) -> bool:
+    """The server marks what may be retried with `Retry-After`; the gateway's 502/504 carry none. A
+    handler's 500 (a bug, logged) is retried only with an Idempotency-Key, which makes a repeat of a
+    send that died harmless. The gateway's own 500, without our envelope, is also what a throttled
+    invocation gets (past the account's or a reserved concurrency: docs/api.md "Gateway limits and
+    failures"); a request safe to repeat goes again (a pull's leases, if it leased before a crash, come
+    back when they run out, retried or not)."""
+    if status in RETRYABLE_STATUS or "Retry-After" in headers:
+        return True
+    return status == 500 and (keyed or (repeatable and not _is_envelope(data)))
+
+
+def _is_envelope(data: bytes) -> bool:
+    """Whether an answer is Sluice's `{"success", "errors", ...}` envelope (a handler answered it)."""
+    try:
+        doc = json.loads(data) if data else None
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and "success" in doc
 
 
 def _backoff(attempt: int) -> float:

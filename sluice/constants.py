@@ -89,6 +89,8 @@ DEFAULT_CAPACITY_TARGET_UTILIZATION_PERCENT: Final = 70
 DEFAULT_CAPACITY_MIN_UNITS: Final = 5  # per shard table, read and write each
 DEFAULT_CAPACITY_MAX_UNITS: Final = 4_000
 DEFAULT_LAMBDA_MEMORY_MB: Final = 1024  # every function (CDK context `lambda_memory_mb`); the bench prices it
+LAMBDA_MIN_MEMORY_MB: Final = 128  # what Lambda accepts
+LAMBDA_MAX_MEMORY_MB: Final = 10_240
 SHARD_MAP_PREFIX_TEMPLATE: Final = "/sluice/{stage}/shard-maps"
 # Local and multi-region only: a single-region stack lets CloudFormation name the secret.
 LEASE_KEY_SECRET_NAME_TEMPLATE: Final = "sluice/{stage}/lease-key"

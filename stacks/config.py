@@ -46,6 +46,10 @@ class SluiceConfig:
     # Data tables and the segment bucket survive `cdk destroy` unless a stage opts out (dev sandboxes).
     retain_data: bool = True
     lambda_memory_mb: int = c.DEFAULT_LAMBDA_MEMORY_MB
+    # The consumer's own memory (0: `lambda_memory_mb`). A long-poll waits inside the consumer, billed
+    # by the ms at its memory: 256 MB bills an idle wait a quarter of 1,024 MB's; a pull's CPU then runs
+    # on a quarter of the vCPU (docs/performance.md "What an idle long-poll costs").
+    consumer_memory_mb: int = 0
     # Powertools public layer: `powertools_layer_arn` wins; else the public SSM parameter for
     # `powertools_version` ("" = the aws-lambda-powertools version pinned in pyproject.toml).
     powertools_layer_arn: str = ""
@@ -57,6 +61,14 @@ class SluiceConfig:
     # concurrency quota is low: 20 s long polls of many consumers could otherwise take every slot when
     # scaling is needed. Its runs stand down while one owns the pass, so 2 is plenty.
     coordinator_reserved_concurrency: int = 0
+    # Concurrency reserved for the broker and for the consumer (0: none, the default). Every long-poll
+    # holds a consumer execution for its wait, so a large puller fleet can take the account's quota
+    # (1,000 by default) and leave sends throttled: reserving the broker's keeps sends apart, and a
+    # consumer reservation also caps the pullers (Lambda refuses one past it: API Gateway answers a 5xx and
+    # the SDK sends it again later).
+    # AWS keeps at least 100 of the account's quota unreserved.
+    broker_reserved_concurrency: int = 0
+    consumer_reserved_concurrency: int = 0
     shard_flush_seconds: float = c.DEFAULT_SHARD_FLUSH_SECONDS
     shard_maintenance_seconds: float = c.DEFAULT_SHARD_MAINTENANCE_SECONDS
     # Fallback when the SSM parameter is missing in a region: the layer's version number (the `:<n>` of
@@ -103,8 +115,16 @@ class SluiceConfig:
             raise ValueError("log_retention_days must be positive")
         if not 1 <= self.coordinator_tick_seconds <= c.COORDINATOR_SCHEDULE_MINUTES * 60 / 2:
             raise ValueError("coordinator_tick_seconds must be 1..half the schedule's period")
+        for fn, reserved in self.reserved_concurrency.items():
+            if reserved < 0:
+                raise ValueError(f"{fn}_reserved_concurrency must be 0 (none) or more")
         if not 0 <= self.coordinator_reserved_concurrency <= 1000:
             raise ValueError("coordinator_reserved_concurrency must be 0 (none)..1000")
+        lowest, highest = c.LAMBDA_MIN_MEMORY_MB, c.LAMBDA_MAX_MEMORY_MB
+        if not lowest <= self.lambda_memory_mb <= highest:
+            raise ValueError(f"lambda_memory_mb must be {lowest}..{highest} (Lambda's range)")
+        if self.consumer_memory_mb and not lowest <= self.consumer_memory_mb <= highest:
+            raise ValueError(f"consumer_memory_mb must be 0 (lambda_memory_mb) or {lowest}..{highest}")
         if self.shard_flush_seconds <= 0 or self.shard_maintenance_seconds <= 0:
             raise ValueError("shard_flush_seconds and shard_maintenance_seconds must be positive")
         if self.powertools_layer_version < 0:
@@ -144,6 +164,23 @@ class SluiceConfig:
     def region_list(self) -> list[str]:
         """The regions of a multi-region deployment, home first (empty: single region)."""
         return [r.strip() for r in self.regions.split(",") if r.strip()]
+
+    @property
+    def reserved_concurrency(self) -> dict[str, int]:
+        """Function name -> executions reserved for it, for the functions that have some."""
+        wanted = {
+            c.FN_BROKER: self.broker_reserved_concurrency,
+            c.FN_CONSUMER: self.consumer_reserved_concurrency,
+            c.FN_COORDINATOR: self.coordinator_reserved_concurrency,
+        }
+        return {fn: n for fn, n in wanted.items() if n}
+
+    @property
+    def memory_mb(self) -> dict[str, int]:
+        """Function name -> its memory (MB)."""
+        memory = dict.fromkeys(c.FUNCTION_HANDLERS, self.lambda_memory_mb)
+        memory[c.FN_CONSUMER] = self.consumer_memory_mb or self.lambda_memory_mb
+        return memory
 
     @property
     def push_lambda_target_list(self) -> list[str]:

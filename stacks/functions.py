@@ -149,7 +149,8 @@ def base_environment(
 
 class FunctionFactory(Construct):
     """Builds the four functions of `constants.FUNCTION_HANDLERS` the same way, each with its own
-    role (no managed policies: grants are added per function in `stacks.access`) and log group."""
+    role (no managed policies: grants are added per function in `stacks.access`) and log group, its
+    memory (`memory_mb`: function name -> MB) and the concurrency reserved for it, if any."""
 
     def __init__(
         self,
@@ -159,7 +160,8 @@ class FunctionFactory(Construct):
         stage: str,
         environment: dict[str, str],
         log_retention_days: int,
-        memory_mb: int,
+        memory_mb: dict[str, int],
+        reserved_concurrency: dict[str, int] | None = None,
         powertools_layer_arn: str = "",
         powertools_version: str = "",
         powertools_layer_version: int = 0,
@@ -169,6 +171,7 @@ class FunctionFactory(Construct):
         self.stage = stage
         self.environment = environment
         self.memory_mb = memory_mb
+        self.reserved_concurrency = reserved_concurrency or {}
         self.retention = log_retention(log_retention_days)
         self.log_removal = log_removal_policy(retain_logs)
         self.code = lambda_.Code.from_asset(str(stage_code()))
@@ -222,7 +225,8 @@ class FunctionFactory(Construct):
             code=self.code,
             layers=[self.layer],
             environment=dict(self.environment),
-            memory_size=self.memory_mb,
+            memory_size=self.memory_mb[name],
+            reserved_concurrent_executions=self.reserved_concurrency.get(name),
             timeout=spec.timeout,
             tracing=lambda_.Tracing.ACTIVE,
             log_group=log_group,

@@ -52,15 +52,10 @@ class CoordinatorSchedule(Construct):
         tick_seconds: float = c.DEFAULT_COORDINATOR_TICK_SECONDS,
         flush_seconds: float = c.DEFAULT_SHARD_FLUSH_SECONDS,
         maintenance_seconds: float = c.DEFAULT_SHARD_MAINTENANCE_SECONDS,
-        reserved_concurrency: int = 0,
     ) -> None:
         super().__init__(scope, construct_id)
         # Lambda retries a failed async run twice by default; the next minute's (or wake's) run replaces it.
         coordinator.configure_async_invoke(retry_attempts=0, max_event_age=Duration.seconds(MAX_EVENT_AGE_S))
-        if reserved_concurrency:
-            fn = coordinator.node.default_child
-            assert isinstance(fn, lambda_.CfnFunction)
-            fn.reserved_concurrent_executions = reserved_concurrency
         for name, value in cadence_environment(tick_seconds, flush_seconds, maintenance_seconds).items():
             coordinator.add_environment(name, value)
         self.rule = events.Rule(

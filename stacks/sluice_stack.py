@@ -89,7 +89,8 @@ class SluiceStack(Stack):
             stage=config.stage,
             environment=environment,
             log_retention_days=config.log_retention_days,
-            memory_mb=config.lambda_memory_mb,
+            memory_mb=config.memory_mb,
+            reserved_concurrency=config.reserved_concurrency,
             powertools_layer_arn=config.powertools_layer_arn,
             powertools_version=config.powertools_version,
             powertools_layer_version=config.powertools_layer_version,
@@ -135,7 +136,6 @@ class SluiceStack(Stack):
             tick_seconds=config.coordinator_tick_seconds,
             flush_seconds=config.shard_flush_seconds,
             maintenance_seconds=config.shard_maintenance_seconds,
-            reserved_concurrency=config.coordinator_reserved_concurrency,
         )
         self.glue = GlueJobs(self, "Glue", stage=config.stage, storage=self.storage, api_url=self.http.url)
         self.monitoring = Monitoring(

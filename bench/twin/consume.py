@@ -33,6 +33,7 @@ THINK_S = 0.25  # a paced puller's work per batch of 100: 1,000 of them ask for 
 PACED_WARMUP_S = 2.0
 VARIANTS = ((THINK_S, False), (0.0, True), (THINK_S, True))  # (work per batch s, acks carried on the pull)
 FOUND_AFTER_S = 2.0  # the "found" long-poll: a message is sent this long into the wait
+SMALL_CONSUMER_MB = 256  # the idle table's last column: the stack's `consumer_memory_mb=256`
 
 
 def idle_poll_cost(shards: int) -> dict[str, Any]:
@@ -142,23 +143,26 @@ def report(result: dict[str, Any]) -> str:
         "(the shard it landed on is surveyed alone). $ per pull: its read units; *Lambda + API*: the",
         f"consumer function's invocation, its duration at {LAMBDA_MEMORY_MB} MB (a long-poll waits inside",
         "it: billed for the whole wait) and the HTTP API request. $/month: one consumer long-polling the",
-        "idle queue around the clock, read units alone and all of it (SQS: $0.40 per million receives,",
-        "~$0.05 a month for one long-polling consumer, whose 20 s wait is not billed by the second).",
+        "idle queue around the clock, read units alone and all of it, and all of it with the consumer",
+        f"function deployed at {SMALL_CONSUMER_MB} MB (`-c consumer_memory_mb={SMALL_CONSUMER_MB}`)",
+        "(SQS: $0.40 per million receives, ~$0.05 a month for one long-polling consumer, whose 20 s wait",
+        "is not billed by the second).",
         "",
         "| shards | empty pull: RRU | calls | 20 s idle long-poll: RRU | calls | $ per empty pull "
         "| $ per idle long-poll | Lambda + API per long-poll | found: RRU | $/month idle: reads "
-        "| $/month idle: all |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| $/month idle: all | $/month idle: all, consumer at {SMALL_CONSUMER_MB} MB |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["idle"]:
         e, lp = r["empty"], r["long"]
         polls = MONTH_SECONDS / (LONG_POLL_MS / 1000)
-        function = _invocation_usd(lp.get("seconds", LONG_POLL_MS / 1000))
+        seconds = lp.get("seconds", LONG_POLL_MS / 1000)
+        function, small = _invocation_usd(seconds), _invocation_usd(seconds, SMALL_CONSUMER_MB)
         found = f"{r['found']['rru']:,.0f}" if "found" in r else "n/a"  # (saved before it was measured)
         lines.append(
             f"| {r['shards']} | {e['rru']:,.0f} | {e['calls']} | {lp['rru']:,.0f} | {lp['calls']} "
             f"| {e['usd']:.7f} | {lp['usd']:.5f} | {function:.5f} | {found} | {lp['usd'] * polls:.2f} "
-            f"| {(lp['usd'] + function) * polls:.2f} |"
+            f"| {(lp['usd'] + function) * polls:.2f} | {(lp['usd'] + small) * polls:.2f} |"
         )
     lines += [
         "",
@@ -224,11 +228,10 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _invocation_usd(seconds: float) -> float:
-    """One consumer invocation that lasted `seconds`, with its HTTP API request."""
-    one = Usage(
-        wru=0, rru=0, apigw_requests=1, invocations=1, gb_seconds=billed_gb_seconds(seconds * 1000, 0)
-    )
+def _invocation_usd(seconds: float, memory_mb: int = LAMBDA_MEMORY_MB) -> float:
+    """One consumer invocation that lasted `seconds` at `memory_mb`, with its HTTP API request."""
+    gb_seconds = billed_gb_seconds(seconds * 1000, 0, memory_mb=memory_mb)
+    one = Usage(wru=0, rru=0, apigw_requests=1, invocations=1, gb_seconds=gb_seconds)
     return on_demand_per_million(one)["total"] / 1e6
 
 

@@ -4,9 +4,12 @@ Every HTTP call of a scenario is one execution of a function (a pull or an ack r
 the broker) for as long as the call takes in virtual time; a long-poll holds its execution for its whole
 wait. Lambda: "your account has a default concurrency limit of 1,000 concurrent executions across all
 functions in an AWS Region" (a quota AWS raises on request); an invocation past it is throttled
-(`TooManyRequestsException`), which API Gateway answers with a 5xx the client sends again later. Here
-that invocation raises `Throttled` (the scenarios' clients back off and retry, as after a 429).
-Billed duration: the call's virtual time rounded up to 1 ms, as GB-s at the deployed memory
+(`TooManyRequestsException`), which API Gateway answers with a 500 of its own that the SDK sends again
+after a backoff when the request is safe to repeat (`sluice/client.py` `_retryable`). Here that invocation raises
+`Throttled` (the scenarios' clients back off and retry, as after a 429).
+Reserved concurrency (the stack's `<function>_reserved_concurrency`): a function with a reservation runs
+at most that many at once, and the others share what the reservations leave of the quota.
+Billed duration: the call's virtual time rounded up to 1 ms, as GB-s at the function's memory
 (`bench.prices.billed_gb_seconds`; handler CPU is not modelled: it adds a few ms per call,
 docs/performance.md "Handler CPU per message"). Prices: `bench.prices.on_demand_per_million`.
 """
@@ -16,10 +19,10 @@ from __future__ import annotations
 import contextlib
 import math
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from bench.prices import billed_gb_seconds
+from bench.prices import LAMBDA_MEMORY_MB, billed_gb_seconds
 from sluice import errors
 
 ACCOUNT_CONCURRENCY = 1_000  # Lambda's default per account and Region
@@ -28,11 +31,14 @@ ACCOUNT_CONCURRENCY = 1_000  # Lambda's default per account and Region
 @dataclass
 class Executions:
     """Executions in flight by function; within `window` (virtual seconds), their peak, the invocations
-    that ended in it and their billed GB-s, and the invocations refused past the quota."""
+    that ended in it and their billed GB-s (at `memory_mb` of the function, else the stack's default),
+    and the invocations refused past the quota or past the function's reservation."""
 
     clock: Callable[[], float]
     window: tuple[float, float] = (0.0, math.inf)
     quota: int = ACCOUNT_CONCURRENCY
+    reserved: Mapping[str, int] = field(default_factory=dict)
+    memory_mb: Mapping[str, int] = field(default_factory=dict)
     running: Counter[str] = field(default_factory=Counter)
     peak: Counter[str] = field(default_factory=Counter)
     peak_total: int = 0
@@ -43,11 +49,17 @@ class Executions:
     def _counting(self) -> bool:
         return self.window[0] <= self.clock() < self.window[1]
 
+    def _full(self, function: str) -> bool:
+        if function in self.reserved:
+            return self.running[function] >= self.reserved[function]
+        unreserved = self.quota - sum(self.reserved.values())
+        return sum(n for f, n in self.running.items() if f not in self.reserved) >= unreserved
+
     @contextlib.contextmanager
     def run(self, function: str) -> Iterator[None]:
-        if sum(self.running.values()) >= self.quota:
+        if self._full(function):
             self.refused[function] += self._counting()
-            raise errors.Throttled(f"Lambda: {self.quota:,} concurrent executions in the account")
+            raise errors.Throttled(f"Lambda: no concurrent execution left for {function}")
         self.running[function] += 1
         if self._counting():
             self.peak[function] = max(self.peak[function], self.running[function])
@@ -59,4 +71,6 @@ class Executions:
             self.running[function] -= 1
             if self._counting():
                 self.invocations[function] += 1
-                self.gb_seconds[function] += billed_gb_seconds((self.clock() - started) * 1000, 0)
+                memory = self.memory_mb.get(function, LAMBDA_MEMORY_MB)
+                elapsed_ms = (self.clock() - started) * 1000
+                self.gb_seconds[function] += billed_gb_seconds(elapsed_ms, 0, memory_mb=memory)

@@ -19,13 +19,13 @@ import contextlib
 import math
 import random
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from bench.prices import Usage, on_demand_per_million
-from bench.twin.lambdas import Executions
+from bench.twin.lambdas import ACCOUNT_CONCURRENCY, Executions
 from bench.twin.world import COORDINATOR_FUNCTION, World, build, percentile
 from sluice import constants as c
 from sluice import errors
@@ -293,6 +293,8 @@ def pull_load(
     carry_acks: bool = False,
     publish_rate: float = 0.0,
     wait_ms: int = 0,
+    lambda_quota: int = ACCOUNT_CONCURRENCY,
+    reserved: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """`pullers` closed-loop pull+ack consumers of one group against a seeded backlog: `warmup` virtual
     seconds for the lanes to widen, then `seconds` measured (statistics reset at the start).
@@ -306,7 +308,8 @@ def pull_load(
     stop and the pullers drain until each gets an exact empty answer. `unacked_at_rest` (messages sent
     and never acked) and `acked_again` (acks of a message acked before) are then 0, or a message was
     lost or delivered twice. Write and read units per message are the pullers' own. `wait_ms`: each
-    pull long-polls that long (the SDK's `iterate` waits 1 s)."""
+    pull long-polls that long (the SDK's `iterate` waits 1 s). `lambda_quota`: the account's concurrent
+    executions; `reserved`: function -> executions reserved for it (the stack's opt-in)."""
     world = build()
     engine = world.engine
     queue = engine.queues.create(QUEUE, {"min_shards": shards, "max_shards": shards})
@@ -327,7 +330,7 @@ def pull_load(
     failures: defaultdict[str, int] = defaultdict(int)
     rng = random.Random(9)
     live = Live(publish_rate, end)
-    lambdas = Executions(lambda: sim.now, (start, end))
+    lambdas = Executions(lambda: sim.now, (start, end), quota=lambda_quota, reserved=reserved or {})
 
     def puller() -> None:
         nonlocal settled, leased, empty

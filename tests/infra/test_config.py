@@ -39,12 +39,18 @@ def test_context_strings_are_coerced() -> None:
         {"coordinator_tick_seconds": "0.5"},
         {"coordinator_tick_seconds": "31"},
         {"shard_flush_seconds": "0"},
+        {"broker_reserved_concurrency": "-1"},
+        {"consumer_reserved_concurrency": "-5"},
+        {"lambda_memory_mb": "64"},
+        {"consumer_memory_mb": "100"},
+        {"consumer_memory_mb": "20000"},
     ],
 )
 def test_bad_context_is_rejected(bad: dict[str, str]) -> None:
     import aws_cdk as cdk
 
-    with pytest.raises(ValueError):
+    (key,) = bad
+    with pytest.raises(ValueError, match=key):
         SluiceConfig.from_node(cdk.App(context=bad).node)
 
 

@@ -168,3 +168,32 @@ def test_alarms_watch_age_errors_and_throttles(resources: dict[str, Any]) -> Non
 def test_outputs(cfn: dict[str, Any]) -> None:
     assert {"ApiUrl", "SegmentBucketName"} <= set(cfn["Outputs"])
     assert refs(cfn["Outputs"]["SegmentBucketName"]["Value"]) == {c.LOGICAL_SEGMENT_BUCKET}
+
+
+def test_memory_and_reserved_concurrency_are_per_function_and_opt_in(
+    resources: dict[str, Any], tmp_path_factory: Any
+) -> None:
+    """By default every function has `lambda_memory_mb` and nothing reserved; the context gives the
+    consumer (whose long-polls are billed for their wait) its own memory, and reserves executions for
+    the broker, the consumer and the coordinator apart."""
+    from tests.infra.helpers import synth_resources
+
+    def props(res: dict[str, Any], key: str) -> dict[str, Any]:
+        return {name: res[lid]["Properties"].get(key) for name, lid in function_ids(res).items()}
+
+    assert set(props(resources, "ReservedConcurrentExecutions").values()) == {None}
+    assert set(props(resources, "MemorySize").values()) == {c.DEFAULT_LAMBDA_MEMORY_MB}
+    context = {
+        "consumer_memory_mb": "256",
+        "broker_reserved_concurrency": "200",
+        "consumer_reserved_concurrency": "600",
+        "coordinator_reserved_concurrency": "2",
+    }
+    _, opted = synth_resources(context, str(tmp_path_factory.mktemp("cdk.out.reserved")))
+    assert props(opted, "ReservedConcurrentExecutions") == {
+        c.FN_BROKER: 200,
+        c.FN_CONSUMER: 600,
+        c.FN_COORDINATOR: 2,
+        c.FN_SHARD: None,
+    }
+    assert props(opted, "MemorySize") == {**dict.fromkeys(c.FUNCTION_HANDLERS, 1024), c.FN_CONSUMER: 256}

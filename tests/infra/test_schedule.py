@@ -106,22 +106,6 @@ def test_an_async_run_is_never_retried_nor_delivered_late(resources: dict[str, A
     assert config["Qualifier"] == "$LATEST"
 
 
-def test_reserved_concurrency_is_opt_in(resources: dict[str, Any], tmp_path_factory: Any) -> None:
-    from tests.infra.helpers import synth_resources
-
-    def reserved(res: dict[str, Any]) -> dict[str, Any]:
-        return {
-            name: res[lid]["Properties"].get("ReservedConcurrentExecutions")
-            for name, lid in function_ids(res).items()
-        }
-
-    assert set(reserved(resources).values()) == {None}  # default: none reserved anywhere
-    _, opted = synth_resources(
-        {"coordinator_reserved_concurrency": "2"}, str(tmp_path_factory.mktemp("cdk.out.reserved"))
-    )
-    assert reserved(opted) == {**dict.fromkeys(function_ids(opted), None), c.FN_COORDINATOR: 2}
-
-
 def test_the_broker_knows_which_function_to_wake(resources: dict[str, Any]) -> None:
     ids = function_ids(resources)
     env = resources[ids[c.FN_BROKER]]["Properties"]["Environment"]["Variables"]

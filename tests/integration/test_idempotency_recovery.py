@@ -121,3 +121,23 @@ def test_sdk_does_not_retry_what_is_not_retryable(scripted):
     with pytest.raises(SluiceApiError):
         client.pull("q")
     assert len(handler.seen) == 2
+
+
+def test_sdk_repeats_a_pull_the_gateway_answered_500_but_not_a_purge(scripted):
+    """API Gateway answers 500 `{"message":"Internal Server Error"}` when Lambda refuses the invocation
+    (past the account's or the function's reserved concurrency) as when the function crashed: a pull is
+    safe to repeat, a purge is not (it would purge what was sent in between)."""
+    handler, client = scripted
+    pulled = {"messages": [], "message_backlog_count": 0, "backlog_exact": True}
+    gateway = {"message": "Internal Server Error"}
+    handler.script = [(500, {}, gateway), (500, {}, gateway), (200, {}, {**OK, "result": pulled})]
+    assert client.pull("q").messages == []
+    assert len(handler.seen) == 3
+    handler.script = [(500, {}, gateway)] * 3  # max_attempts=3: then the error is the caller's
+    with pytest.raises(SluiceApiError) as refused:
+        client.pull("q")
+    assert refused.value.status == 500 and len(handler.seen) == 6
+    handler.script = [(500, {}, gateway)]
+    with pytest.raises(SluiceApiError):
+        client.purge("q")
+    assert len(handler.seen) == 7

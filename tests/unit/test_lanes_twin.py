@@ -5,10 +5,12 @@ proves the queue empty."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
 
 from bench.twin.world import World, build
+from sluice import constants as c
 from sluice.engine.store import ShardAddress
 from sluice.models import OutgoingMessage, Queue
 
@@ -239,3 +241,33 @@ def test_claims_are_cut_so_a_batch_is_leased_from_one_lane() -> None:
     # Lane 0 commits the first pull and, after the split, the fold of its acks (it claims nothing more);
     # then every batch of 30 is one commit of one of lanes 1-3.
     assert sum(batches) == 2_570 and commits[:2] == [0, 0] and len(commits[2:]) == len(batches)
+
+
+def test_a_reservation_keeps_sends_apart_from_a_puller_fleet_that_fills_the_quota() -> None:
+    """30 long-polling pullers in an account of 20 executions: without a reservation the pullers hold
+    every execution and sends are refused; 5 reserved for the broker let every send through and refuse
+    pullers instead, and no message is lost or acked twice either way."""
+    from bench.twin.scenarios import pull_load
+
+    def run(reserved: dict[str, int]) -> dict[str, Any]:
+        return pull_load(
+            30,
+            100,
+            shards=4,
+            seconds=1.0,
+            backlog=0,
+            warmup=0.5,
+            publish_rate=2_000,
+            wait_ms=1_000,
+            lambda_quota=20,
+            reserved=reserved,
+        )
+
+    shared, apart = run({}), run({c.FN_BROKER: 5})
+    assert shared["refused_executions"].get(c.FN_BROKER, 0) > 0
+    assert apart["refused_executions"].get(c.FN_BROKER, 0) == 0
+    assert apart["refused_executions"][c.FN_CONSUMER] > 0
+    assert apart["sent_per_s"] > 2 * shared["sent_per_s"]
+    assert apart["peak_executions"][c.FN_CONSUMER] <= 15
+    for row in (shared, apart):
+        assert row["unacked_at_rest"] == 0 and row["acked_again"] == 0
