@@ -19,7 +19,9 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from bench.prices import billed_gb_seconds
+from bench.prices import Usage, billed_gb_seconds, on_demand_per_million
+from bench.twin.dynamo import Stats
+from sluice import constants as c
 from sluice import errors
 
 ACCOUNT_CONCURRENCY = 1_000  # Lambda's default per account and Region
@@ -60,3 +62,20 @@ class Executions:
             if self._counting():
                 self.invocations[function] += 1
                 self.gb_seconds[function] += billed_gb_seconds((self.clock() - started) * 1000, 0)
+
+
+def consume_usd_per_million(lambdas: Executions, stats: Stats, acked: int) -> float:
+    """What consuming cost per million messages acked, at on-demand prices: the pullers' capacity units
+    (`stats` by role), the consumer function's invocations, each one HTTP API request (a pull of 100
+    small messages is far under the 512 KB meter), and their billed duration. One formula for every
+    scenario that prices its pullers."""
+    per = max(1, acked)
+    calls = lambdas.invocations[c.FN_CONSUMER] / per
+    used = Usage(
+        wru=stats.wcu_by["puller"] / per,
+        rru=stats.rcu_by["puller"] / per,
+        apigw_requests=calls,
+        invocations=calls,
+        gb_seconds=lambdas.gb_seconds[c.FN_CONSUMER] / per,
+    )
+    return on_demand_per_million(used)["total"]
