@@ -5,7 +5,8 @@ the broker) for as long as the call takes in virtual time; a long-poll holds its
 wait. Lambda: "your account has a default concurrency limit of 1,000 concurrent executions across all
 functions in an AWS Region" (a quota AWS raises on request); an invocation past it is throttled
 (`TooManyRequestsException`), which API Gateway answers with a 5xx the client sends again later. Here
-that invocation raises `Throttled` (the scenarios' clients back off and retry, as after a 429).
+that invocation raises `ExecutionRefused`, a `Throttled` (the scenarios' clients back off and retry,
+as after a 429).
 Billed duration: the call's virtual time rounded up to 1 ms, as GB-s at the deployed memory
 (`bench.prices.billed_gb_seconds`; handler CPU is not modelled: it adds a few ms per call,
 docs/performance.md "Handler CPU per message"). Prices: `bench.prices.on_demand_per_million`.
@@ -25,6 +26,11 @@ from sluice import constants as c
 from sluice import errors
 
 ACCOUNT_CONCURRENCY = 1_000  # Lambda's default per account and Region
+
+
+class ExecutionRefused(errors.Throttled):
+    """An invocation past the quota: a client handles it as any throttle (Retry-After 1 s), and a
+    scenario can still count it apart from the calls DynamoDB throttled."""
 
 
 @dataclass
@@ -49,7 +55,7 @@ class Executions:
     def run(self, function: str) -> Iterator[None]:
         if sum(self.running.values()) >= self.quota:
             self.refused[function] += self._counting()
-            raise errors.Throttled(f"Lambda: {self.quota:,} concurrent executions in the account")
+            raise ExecutionRefused(f"Lambda: {self.quota:,} concurrent executions in the account")
         self.running[function] += 1
         if self._counting():
             self.peak[function] = max(self.peak[function], self.running[function])
