@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import importlib.util
 import json
+import math
 import random
 import sys
 import time
@@ -23,6 +24,8 @@ from collections import Counter, defaultdict
 from functools import partial
 from typing import Any
 
+from bench.prices import LAMBDA_MEMORY_MB
+from bench.twin.lambdas import ACCOUNT_CONCURRENCY, Executions, consume_usd_per_million
 from bench.twin.world import World, build, percentile
 from sluice import constants as c
 from sluice import errors
@@ -34,7 +37,9 @@ BODY_BYTES = 200
 IDLE_FIRST_S, IDLE_MAX_S = 0.05, 2.0  # a puller's wait after an empty pull, doubling
 ACK_ATTEMPTS = 10  # a throttled ack is sent again this many times at most (the SDK retries 429s)
 # A refused call (429, 503) is sent again after its Retry-After (`retry_after_seconds`), as the SDK
-# does (sluice/client.py `request`): 1 s for a throttled pull or ack.
+# does (sluice/client.py `request`): 1 s for a throttled pull or ack, and for an invocation past the
+# account's Lambda quota (`bench/twin/lambdas.py`).
+CONSUMER, COORDINATOR = c.FN_CONSUMER, c.FN_COORDINATOR
 
 
 def _messages(batch: int) -> list[OutgoingMessage]:
@@ -95,11 +100,18 @@ def census(world: World) -> dict[str, int] | None:
 
 
 def drain(
-    pullers: int, batch: int, shards: int, backlog: int, limit_s: float, engine_seed: int | None = None
+    pullers: int,
+    batch: int,
+    shards: int,
+    backlog: int,
+    limit_s: float,
+    engine_seed: int | None = None,
+    quota: int = ACCOUNT_CONCURRENCY,
 ) -> dict[str, Any]:
     """Seconds (virtual) from the first pull until all `backlog` messages are acked. `engine_seed`: the
     engine draws shards, lanes and jitter from the global `random`; seeded, a run is repeatable (two
-    engines compared on the same seeds)."""
+    engines compared on the same seeds). Every pull, ack and coordinator pass is a Lambda execution
+    under the account's concurrency `quota`, counted from the first pull to the end of the run."""
     if engine_seed is not None:
         random.seed(engine_seed)
     started = time.time()
@@ -116,6 +128,7 @@ def drain(
     rng = random.Random(9)
     backing_off: dict[int, float] = {}  # puller -> its wait after an empty pull (absent: it got messages)
     samples: list[dict[str, Any]] = []
+    lambdas = Executions(lambda: sim.now, (t0, math.inf), quota)
 
     throttled_before: Counter[tuple[str, str]] = Counter()
 
@@ -138,11 +151,13 @@ def drain(
         return done["at"] is not None or sim.now - t0 >= limit_s
 
     def ack(messages: list[Delivery]) -> int:
-        """Ack as the SDK does: a throttled ack is sent again after its Retry-After (a lease left to its
-        visibility timeout would hold its message for 30 s, longer than the drain)."""
+        """Ack as the SDK does: a throttled ack, or one refused an execution, is sent again after its
+        Retry-After (a lease left to its visibility timeout would hold its message for 30 s, longer than
+        the drain)."""
         for _ in range(ACK_ATTEMPTS):
             try:
-                return engine.consumer.ack(QUEUE, [m.lease_id for m in messages]).ack_count
+                with lambdas.run(CONSUMER):
+                    return engine.consumer.ack(QUEUE, [m.lease_id for m in messages]).ack_count
             except (errors.Throttled, errors.DependencyUnavailable) as exc:
                 failures[f"ack {type(exc).__name__}"] += 1
                 sim.sleep(exc.retry_after_seconds)
@@ -154,7 +169,8 @@ def drain(
         while not finished():
             start = sim.now
             try:
-                result = engine.consumer.pull(QUEUE, group="g", batch_size=batch)
+                with lambdas.run(CONSUMER):  # refused past the quota: a throttle, handled below
+                    result = engine.consumer.pull(QUEUE, group="g", batch_size=batch)
                 latencies.append(sim.now - start)
                 if not result.messages:  # an SDK-like client backs off while nothing comes
                     backing_off[me] = idle
@@ -178,8 +194,9 @@ def drain(
     ceilings: dict[str, int] = {}  # "<shard>/<group>" -> lane ceiling the coordinator raised it to
 
     def coordinate() -> None:
+        """A pass every tick; a pass throttled, or refused an execution, waits for the next tick."""
         while not finished():
-            with contextlib.suppress(errors.Throttled):
+            with contextlib.suppress(errors.Throttled), lambdas.run(COORDINATOR):
                 for queue in coordinator.run_once().queues:
                     ceilings.update(getattr(queue, "lane_ceilings", {}))  # engines before it: none
             sim.sleep(c.DEFAULT_COORDINATOR_TICK_SECONDS)
@@ -211,6 +228,13 @@ def drain(
         "failed_calls": dict(failures),
         "lane_ceilings": ceilings,
         "census": samples,
+        "quota": quota,
+        "peak_executions": dict(lambdas.peak),
+        "peak_executions_total": lambdas.peak_total,
+        "refused_executions": dict(lambdas.refused),
+        "consumer_invocations": lambdas.invocations[CONSUMER],
+        "consumer_gb_s": lambdas.gb_seconds[CONSUMER],
+        "consume_usd_per_m": consume_usd_per_million(lambdas, stats, int(done["acked"] or 0)),
         "wall_s": time.time() - started,
     }
 
@@ -240,8 +264,9 @@ BEFORE_LANES: dict[str, Any] = {
     "wall_s": 93,
 }
 # Drain times (s) of other runs of `drain(**FULL)` on the same code: the engine picks shards and lanes
-# with the unseeded global `random`, and the tails vary from run to run.
-OTHER_RUNS: dict[str, list[float]] = {"before lanes": [5.16, 7.64, 11.48], "lanes": [4.07, 4.21, 4.30, 5.90]}
+# with the unseeded global `random`, and the tails vary from run to run. Lanes: `engine_seed` 1-3 on the
+# engine since 9b26752 (before it, unseeded: 4.07, 4.21, 4.30, 5.90).
+OTHER_RUNS: dict[str, list[float]] = {"before lanes": [5.16, 7.64, 11.48], "lanes": [1.28, 2.57, 1.89]}
 
 
 # `drain(**{**FULL, "backlog": 100_000, "limit_s": 15.0})` once on each engine (same code): drain (s)
@@ -288,10 +313,17 @@ def report(result: dict[str, Any], before: dict[str, Any] = BEFORE_LANES) -> str
         calls = d["failed_calls"]
         return f"{calls.get('Throttled', 0):,} / {calls.get('ack Throttled', 0):,}"
 
+    def executions(d: dict[str, Any]) -> str:
+        """Peak, refused and consume $/M; n/a for a run measured before the twin modelled Lambda."""
+        if "peak_executions_total" not in d:
+            return "n/a | n/a | n/a"
+        refused = sum(d["refused_executions"].values())
+        return f"{d['peak_executions_total']:,} | {refused:,} | {d['consume_usd_per_m']:.3f}"
+
     def row(name: str, d: dict[str, Any]) -> str:
         return (
             f"| {name} | {drained(d)} | {100 * d['conflict_share']:.1f} % | {d['pull_p50_ms']:,.0f} "
-            f"| {d['pull_p99_ms']:,.0f} | {throttled(d)} | {d['wall_s']:.0f} s |"
+            f"| {d['pull_p99_ms']:,.0f} | {throttled(d)} | {executions(d)} | {d['wall_s']:.0f} s |"
         )
 
     lines = [
@@ -304,14 +336,24 @@ def report(result: dict[str, Any], before: dict[str, Any] = BEFORE_LANES) -> str
         "its Retry-After, 1 s, as the SDK does), the coordinator passing every 5 s (`bench/twin/drain.py`,",
         "public engine calls only, so the same code measured the engine before lanes). Drain: virtual",
         "seconds from the first pull until every message is acked. Lost races: failed conditional writes",
-        "of group-state items over all their writes. Throttled: pulls / acks answered 429.",
+        "of group-state items over all their writes. Throttled: pulls / acks the engine answered 429.",
+        "Executions (peak): the most Lambda executions at once, consumer and coordinator (every pull,",
+        "ack and coordinator pass is one, for as long as it takes); refused: invocations past Lambda's",
+        f"default quota of {ACCOUNT_CONCURRENCY:,} concurrent executions per account and Region, each sent",
+        "again after 1 s like a 429 (a refused coordinator pass waits for its next tick). Consume $/M:",
+        "per million messages acked, the pullers' capacity units, the consumer's invocations with their",
+        f"HTTP API requests, and their billed duration at {LAMBDA_MEMORY_MB} MB (`bench/twin/lambdas.py`).",
         "",
-        "| engine | drain | lost races | pull p50 ms | pull p99 ms | throttled pulls / acks | wall time |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| engine | drain | lost races | pull p50 ms | pull p99 ms | throttled pulls / acks "
+        "| executions (peak) | refused | consume $/M | wall time |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     if before:
         lines.append(row("before lanes (9340680)", before))
     lines.append(row("lanes", result))
+    if result.get("refused_executions"):
+        by_function = ", ".join(f"{fn} {n:,}" for fn, n in sorted(result["refused_executions"].items()))
+        lines.append(f"\nRefused executions by function: {by_function}.")
     lines.append("")
     if before:
         lines.append(

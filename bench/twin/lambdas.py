@@ -5,8 +5,9 @@ the broker) for as long as the call takes in virtual time; a long-poll holds its
 wait. Lambda: "your account has a default concurrency limit of 1,000 concurrent executions across all
 functions in an AWS Region" (a quota AWS raises on request); an invocation past it is throttled
 (`TooManyRequestsException`), which API Gateway answers with a 500 of its own that the SDK sends again
-after a backoff when the request is safe to repeat (`sluice/client.py` `_retryable`). Here that invocation raises
-`Throttled` (the scenarios' clients back off and retry, as after a 429).
+after a backoff when the request is safe to repeat (`sluice/client.py` `_retryable`). Here that
+invocation raises `ExecutionRefused`, a `Throttled` (the scenarios' clients back off and retry, as after
+a 429).
 Reserved concurrency (the stack's `<function>_reserved_concurrency`): a function with a reservation runs
 at most that many at once, and the others share what the reservations leave of the quota.
 Billed duration: the call's virtual time rounded up to 1 ms, as GB-s at the function's memory
@@ -22,10 +23,17 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from bench.prices import LAMBDA_MEMORY_MB, billed_gb_seconds
+from bench.prices import LAMBDA_MEMORY_MB, Usage, billed_gb_seconds, on_demand_per_million
+from bench.twin.dynamo import Stats
+from sluice import constants as c
 from sluice import errors
 
 ACCOUNT_CONCURRENCY = 1_000  # Lambda's default per account and Region
+
+
+class ExecutionRefused(errors.Throttled):
+    """An invocation past the quota: a client handles it as any throttle (Retry-After 1 s), and a
+    scenario can still count it apart from the calls DynamoDB throttled."""
 
 
 @dataclass
@@ -59,7 +67,7 @@ class Executions:
     def run(self, function: str) -> Iterator[None]:
         if self._full(function):
             self.refused[function] += self._counting()
-            raise errors.Throttled(f"Lambda: no concurrent execution left for {function}")
+            raise ExecutionRefused(f"Lambda: no concurrent execution left for {function}")
         self.running[function] += 1
         if self._counting():
             self.peak[function] = max(self.peak[function], self.running[function])
@@ -74,3 +82,20 @@ class Executions:
                 memory = self.memory_mb.get(function, LAMBDA_MEMORY_MB)
                 elapsed_ms = (self.clock() - started) * 1000
                 self.gb_seconds[function] += billed_gb_seconds(elapsed_ms, 0, memory_mb=memory)
+
+
+def consume_usd_per_million(lambdas: Executions, stats: Stats, acked: int) -> float:
+    """What consuming cost per million messages acked, at on-demand prices: the pullers' capacity units
+    (`stats` by role), the consumer function's invocations, each one HTTP API request (a pull of 100
+    small messages is far under the 512 KB meter), and their billed duration. One formula for every
+    scenario that prices its pullers."""
+    per = max(1, acked)
+    calls = lambdas.invocations[c.FN_CONSUMER] / per
+    used = Usage(
+        wru=stats.wcu_by["puller"] / per,
+        rru=stats.rcu_by["puller"] / per,
+        apigw_requests=calls,
+        invocations=calls,
+        gb_seconds=lambdas.gb_seconds[c.FN_CONSUMER] / per,
+    )
+    return on_demand_per_million(used)["total"]

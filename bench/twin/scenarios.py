@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from bench.prices import Usage, on_demand_per_million
-from bench.twin.lambdas import ACCOUNT_CONCURRENCY, Executions
+from bench.twin.lambdas import ACCOUNT_CONCURRENCY, Executions, consume_usd_per_million
 from bench.twin.world import COORDINATOR_FUNCTION, World, build, percentile
 from sluice import constants as c
 from sluice import errors
@@ -408,14 +407,6 @@ def pull_load(
         for s in queue.shards
     ]
     world.dynamo.unlimited = False
-    calls = lambdas.invocations[CONSUMER] / max(1, total)
-    consumed = Usage(
-        wru=stats.wcu_by["puller"] / max(1, total),
-        rru=stats.rcu_by["puller"] / max(1, total),
-        apigw_requests=calls,
-        invocations=calls,
-        gb_seconds=lambdas.gb_seconds[CONSUMER] / max(1, total),
-    )
     out = {
         "pullers": pullers,
         "batch": batch,
@@ -441,13 +432,12 @@ def pull_load(
         "pulls": len(latencies),
         "left_share": max(0.0, backlog - settled) / max(1, backlog),
         # Lambda executions: the most at once, and the consumer's (pulls and acks) priced with the
-        # pullers' capacity units per million messages acked (each call one HTTP API request: a pull of
-        # 100 small messages is far under the 512 KB meter).
+        # pullers' capacity units per million messages acked.
         "peak_executions": dict(lambdas.peak),
         "peak_executions_total": lambdas.peak_total,
         "refused_executions": dict(lambdas.refused),
         "consumer_gb_s_per_msg": lambdas.gb_seconds[CONSUMER] / max(1, total),
-        "consume_usd_per_m": on_demand_per_million(consumed)["total"],
+        "consume_usd_per_m": consume_usd_per_million(lambdas, stats, total),
     }
     if live.producers:
         sim.run_until(end + DRAIN_LIMIT_S)  # the pullers drain, each until an exact empty answer
