@@ -282,26 +282,33 @@ def cmd_pull(args: argparse.Namespace) -> None:
 def cmd_drain(args: argparse.Namespace) -> None:
     """Pull and ack until the group is drained (an exact answer: nothing available, nothing in flight;
     or --max messages), with a progress bar: for clearing a queue while keeping what was in it
-    (--output file, NDJSON), unlike purge."""
+    (--output file, NDJSON), unlike purge. Each batch's acks ride on the next pull (one request and one
+    state write for both); a run that dies leaves its last batch to come back after its lease."""
     client = _client(args)
     out = open(args.output, "w", encoding="utf-8") if args.output else None  # noqa: SIM115
     drained = 0
+    written: list[str] = []  # lease ids of the batch written last: acked by the next pull (one write)
     try:
         with _bar(args, _backlog(client, args.queue, args.group), "msg") as bar:
             while args.max is None or drained < args.max:
                 want = args.batch_size if args.max is None else min(args.batch_size, args.max - drained)
+                acks = written or None
                 result = client.pull(
-                    args.queue, batch_size=want, wait_time_ms=1000, consumer_group=args.group
+                    args.queue, batch_size=want, wait_time_ms=1000, consumer_group=args.group, acks=acks
                 )
+                written = []
                 if result.drained:
                     break  # an exact answer: nothing available, nothing in flight
                 if not result.messages:
                     continue
                 if out:
                     out.writelines(json.dumps(m.__dict__, sort_keys=True) + "\n" for m in result.messages)
-                client.ack(args.queue, [m.lease_id for m in result.messages])
+                    out.flush()  # written out before the next pull acks them
+                written = [m.lease_id for m in result.messages]
                 drained += len(result.messages)
                 bar.update(len(result.messages))
+            if written:  # --max reached: the last batch has no next pull to ride on
+                client.ack(args.queue, written)
     finally:
         if out:
             out.close()

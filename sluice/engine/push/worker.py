@@ -1,5 +1,6 @@
 """The push worker loop: own a slot, then pull a batch → call the target → ack, until the backlog is
-empty or the invocation's time runs out.
+empty or the invocation's time runs out. A delivered batch's acks ride on the next pull (one state write
+for both, as `SluiceClient.iterate` does); the last batch's go in an ack of their own when the worker stops.
 
 Targets are plain callables (`sluice.adapters.targets` builds them: webhook, Lambda, in-process
 Python): a target that returns delivers the batch, one that raises fails it, and the batch is retried
@@ -77,6 +78,7 @@ class Pusher:
             return report
         target = target_for(consumer)
         renewed = clock()
+        delivered: list[str] = []  # lease ids of the last delivered batch, acked by the next pull
         try:
             while True:
                 if remaining_ms() < STOP_MARGIN_MS:
@@ -87,7 +89,7 @@ class Pusher:
                         report.stopped = "slot lost"
                         break
                     renewed = clock()
-                batch = self.collect(queue_name, consumer, remaining_ms)
+                batch = self.collect(queue_name, consumer, remaining_ms, acks=delivered)
                 if not batch:
                     report.stopped = "backlog empty"
                     break
@@ -111,16 +113,26 @@ class Pusher:
                         max_retries=consumer.max_retries,
                     )
                     continue
-                self.consumer.ack(queue_name, [d.lease_id for d in batch], max_retries=consumer.max_retries)
+                delivered = [d.lease_id for d in batch]
                 report.delivered += len(batch)
         finally:
-            owned.release()
+            try:
+                if delivered:
+                    self.consumer.ack(queue_name, delivered, max_retries=consumer.max_retries)
+            finally:
+                owned.release()
         return report
 
     def collect(
-        self, queue_name: str, consumer: PushConsumer, remaining_ms: Callable[[], int]
+        self,
+        queue_name: str,
+        consumer: PushConsumer,
+        remaining_ms: Callable[[], int],
+        acks: list[str] | None = None,
     ) -> list[Delivery]:
-        """Up to max_batch_size messages; a partial batch waits up to max_batch_timeout_ms to fill."""
+        """Up to max_batch_size messages; a partial batch waits up to max_batch_timeout_ms to fill.
+        `acks` (the last delivered batch's lease ids) ride on the first pull, and the list is emptied
+        once that pull answered (a pull that raised leaves them to the caller's ack)."""
         batch: list[Delivery] = []
         used = 0
         clock = self.clock
@@ -134,7 +146,10 @@ class Pusher:
                 batch_size=consumer.max_batch_size - len(batch),
                 size_of=pushed_size,
                 max_bytes=PUSH_PAYLOAD_BYTES - used,
+                acks=list(acks) if acks else None,
             )
+            if acks:
+                acks.clear()
             batch += result.messages
             used += sum(pushed_size(d) for d in result.messages)
             if not result.messages and not batch and result.backlog_exact:
