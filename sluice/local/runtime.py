@@ -282,7 +282,8 @@ class LocalRuntime:
                 )
             )
         try:
-            response = self.pools[target.function].invoke(event, wait_seconds=INTEGRATION_TIMEOUT_SECONDS)
+            pool = self.pools[target.function]
+            response = pool.invoke(event, wait_seconds=INTEGRATION_TIMEOUT_SECONDS, refuse_when_full=True)
         except IntegrationTimedOut:
             log.warning("%s %s: no answer within the integration timeout", method, raw_path)
             return gateway.SERVICE_UNAVAILABLE

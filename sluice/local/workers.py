@@ -81,6 +81,11 @@ class FunctionTimedOut(InvocationFailed):
     """The invocation ran past the function's timeout; its container was killed (`Task timed out`)."""
 
 
+class InvocationThrottled(InvocationFailed):
+    """Lambda refused the invocation: every execution the function reserves is in use
+    (`TooManyRequestsException`; API Gateway answers its own 500, as for a function error)."""
+
+
 class IntegrationTimedOut(RuntimeError):
     """No answer within API Gateway's integration timeout (HTTP API: 503); the function may still run."""
 
@@ -189,15 +194,20 @@ class Container:
 class FunctionPool:
     """Up to `concurrency` containers of one function, started on demand and replaced when lost.
 
-    `invoke` is a synchronous (RequestResponse) invocation; `submit` an asynchronous one (Event)."""
+    `invoke` is a synchronous (RequestResponse) invocation; `submit` an asynchronous one (Event). When
+    the template's reserved concurrency is what caps the pool (not the laptop's `concurrency`), an
+    invocation with `refuse_when_full` finds every reserved execution busy and is refused at once, as
+    Lambda refuses it; otherwise it waits for a container (a laptop limit, not Lambda's)."""
 
     def __init__(
         self, function: str, concurrency: int, env: dict[str, str], config: FunctionConfig | None = None
     ) -> None:
         self.function = function
         self.config = config or FunctionConfig()
-        if self.config.reserved_concurrency is not None:
-            concurrency = min(concurrency, self.config.reserved_concurrency)
+        reserved = self.config.reserved_concurrency
+        self.reservation_binds = reserved is not None and reserved <= concurrency
+        if reserved is not None:
+            concurrency = min(concurrency, reserved)
         self.concurrency = max(1, concurrency)
         self._env = env
         self._slots = threading.BoundedSemaphore(self.concurrency)
@@ -229,18 +239,21 @@ class FunctionPool:
                 raise
             self._give_back(container)
 
-    def invoke(self, event: dict[str, Any], wait_seconds: float | None = None) -> Any:
+    def invoke(
+        self, event: dict[str, Any], wait_seconds: float | None = None, refuse_when_full: bool = False
+    ) -> Any:
         """The function's result, or `InvocationFailed` (function error, crash, timeout). With
         `wait_seconds` (API Gateway's integration timeout) the caller stops waiting then with
         `IntegrationTimedOut`, while the invocation runs on to its own timeout as in Lambda."""
+        refusing = refuse_when_full and self.reservation_binds
         if wait_seconds is None:
-            return self._run(event)
+            return self._run(event, refusing)
         done = threading.Event()
         outcome: list[tuple[bool, Any]] = []
 
         def run() -> None:
             try:
-                outcome.append((True, self._run(event)))
+                outcome.append((True, self._run(event, refusing)))
             except BaseException as exc:
                 outcome.append((False, exc))
             done.set()
@@ -271,8 +284,9 @@ class FunctionPool:
             if not self._closed:
                 log.warning("async invocation of %s failed: %s", self.function, exc)
 
-    def _run(self, event: dict[str, Any]) -> Any:
-        with self._slots_taken(None):
+    def _run(self, event: dict[str, Any], refusing: bool = False) -> Any:
+        """`refusing`: take a free slot now or raise `InvocationThrottled` (else wait for one)."""
+        with self._slots_taken(0, InvocationThrottled) if refusing else self._slots_taken(None):
             container = self._deliver(event)
             try:
                 if not container.conn.poll(self.config.timeout_seconds):
@@ -310,10 +324,12 @@ class FunctionPool:
         raise AssertionError("unreachable")
 
     @contextmanager
-    def _slots_taken(self, timeout: float | None) -> Iterator[None]:
+    def _slots_taken(
+        self, timeout: float | None, refused: type[InvocationFailed] = FunctionTimedOut
+    ) -> Iterator[None]:
         """One of the function's `concurrency` slots (a busy or idle container)."""
         if not self._slots.acquire(timeout=timeout):
-            raise FunctionTimedOut(f"{self.function}: no container free")
+            raise refused(f"{self.function}: no container free")
         try:
             yield
         finally:

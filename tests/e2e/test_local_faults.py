@@ -28,6 +28,7 @@ from sluice.local.workers import (
     FunctionTimedOut,
     IntegrationTimedOut,
     InvocationFailed,
+    InvocationThrottled,
 )
 from tests.e2e.conftest import start_local_server, stop_local_server, worker_pids
 
@@ -111,6 +112,19 @@ def test_reserved_concurrency_caps_the_local_containers():
     assert (name, config) == (c.FN_SHARD, FunctionConfig(300.0, 2048, 1))
     assert FunctionPool(c.FN_SHARD, 4, {}, config).concurrency == 1
     assert FunctionConfig.from_properties({}) == FunctionConfig(3.0, 128, None)  # Lambda's defaults
+
+
+def test_past_its_reservation_an_api_invocation_is_refused_at_once_as_lambda_refuses_it():
+    """The gateway's invocation finds the one reserved execution busy: refused (the gateway's 500), not
+    queued; where the laptop's cap is lower than the reservation, requests wait for a container."""
+    pool = FunctionPool(c.FN_CONSUMER, 4, {}, FunctionConfig(30.0, 512, 1))
+    assert pool.reservation_binds
+    with pool._slots_taken(None):  # the reserved execution is in use (a long-poll, say)
+        started = time.monotonic()
+        with pytest.raises(InvocationThrottled):
+            pool.invoke({}, wait_seconds=5, refuse_when_full=True)
+        assert time.monotonic() - started < 1
+    assert not FunctionPool(c.FN_CONSUMER, 2, {}, FunctionConfig(30.0, 512, 8)).reservation_binds
 
 
 # --- crash recovery ---------------------------------------------------------------------------------
