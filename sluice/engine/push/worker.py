@@ -1,6 +1,7 @@
 """The push worker loop: own a slot, then pull a batch → call the target → ack, until the backlog is
 empty or the invocation's time runs out. A delivered batch's acks ride on the next pull (one state write
-for both, as `SluiceClient.iterate` does); the last batch's go in an ack of their own when the worker stops.
+for both, as `SluiceClient.iterate` does): the last batch's on the pull that finds the backlog empty, or
+in an ack of their own when the worker stops for its time or its slot.
 
 Targets are plain callables (`sluice.adapters.targets` builds them: webhook, Lambda, in-process
 Python): a target that returns delivers the batch, one that raises fails it, and the batch is retried
