@@ -230,7 +230,7 @@ class _FakePool:
     def __init__(self, outcome):
         self.outcome = outcome
 
-    def invoke(self, event, wait_seconds=None):
+    def invoke(self, event, wait_seconds=None, refuse_when_full=False):
         if isinstance(self.outcome, BaseException):
             raise self.outcome
         return self.outcome
