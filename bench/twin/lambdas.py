@@ -10,7 +10,7 @@ invocation raises `ExecutionRefused`, a `Throttled` (the scenarios' clients back
 a 429).
 Reserved concurrency (the stack's `<function>_reserved_concurrency`): a function with a reservation runs
 at most that many at once, and the others share what the reservations leave of the quota.
-Billed duration: the call's virtual time rounded up to 1 ms, as GB-s at the function's memory
+Billed duration: the call's virtual time rounded up to 1 ms, as GB-s at the stack's default memory
 (`bench.prices.billed_gb_seconds`; handler CPU is not modelled: it adds a few ms per call,
 docs/performance.md "Handler CPU per message"). Prices: `bench.prices.on_demand_per_million`.
 """
@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from bench.prices import LAMBDA_MEMORY_MB, Usage, billed_gb_seconds, on_demand_per_million
+from bench.prices import Usage, billed_gb_seconds, on_demand_per_million
 from bench.twin.dynamo import Stats
 from sluice import constants as c
 from sluice import errors
@@ -39,14 +39,13 @@ class ExecutionRefused(errors.Throttled):
 @dataclass
 class Executions:
     """Executions in flight by function; within `window` (virtual seconds), their peak, the invocations
-    that ended in it and their billed GB-s (at `memory_mb` of the function, else the stack's default),
-    and the invocations refused past the quota or past the function's reservation."""
+    that ended in it and their billed GB-s (at the stack's default memory), and the invocations refused
+    past the quota or past the function's reservation."""
 
     clock: Callable[[], float]
     window: tuple[float, float] = (0.0, math.inf)
     quota: int = ACCOUNT_CONCURRENCY
     reserved: Mapping[str, int] = field(default_factory=dict)
-    memory_mb: Mapping[str, int] = field(default_factory=dict)
     running: Counter[str] = field(default_factory=Counter)
     peak: Counter[str] = field(default_factory=Counter)
     peak_total: int = 0
@@ -79,9 +78,7 @@ class Executions:
             self.running[function] -= 1
             if self._counting():
                 self.invocations[function] += 1
-                memory = self.memory_mb.get(function, LAMBDA_MEMORY_MB)
-                elapsed_ms = (self.clock() - started) * 1000
-                self.gb_seconds[function] += billed_gb_seconds(elapsed_ms, 0, memory_mb=memory)
+                self.gb_seconds[function] += billed_gb_seconds((self.clock() - started) * 1000, 0)
 
 
 def consume_usd_per_million(lambdas: Executions, stats: Stats, acked: int) -> float:
