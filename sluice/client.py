@@ -128,6 +128,7 @@ class SluiceClient:
             url += "?" + urlencode({k: v for k, v in query.items() if v is not None})
         data = None if body is None else json.dumps(body).encode()
         all_headers = {**self._headers, **(headers or {})}
+        keyed = "Idempotency-Key" in all_headers
         for attempt in range(1, self._max_attempts + 1):
             sent_headers = self._auth(method, url, dict(all_headers), data) if self._auth else all_headers
             try:
@@ -137,7 +138,6 @@ class SluiceClient:
                     raise
                 time.sleep(_backoff(attempt))
                 continue
-            keyed = "Idempotency-Key" in all_headers
             if attempt < self._max_attempts and _retryable(
                 resp.status, resp.headers, keyed, repeatable, resp.data
             ):

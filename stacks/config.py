@@ -64,8 +64,8 @@ class SluiceConfig:
     # Concurrency reserved for the broker and for the consumer (0: none, the default). Every long-poll
     # holds a consumer execution for its wait, so a large puller fleet can take the account's quota
     # (1,000 by default) and leave sends throttled: reserving the broker's keeps sends apart, and a
-    # consumer reservation also caps the pullers (Lambda refuses one past it: API Gateway answers a 5xx and
-    # the SDK sends it again later).
+    # consumer reservation also caps the pullers (Lambda refuses one past it: API Gateway answers its own
+    # 500, which the SDK sends again for pulls and acks).
     # AWS keeps at least 100 of the account's quota unreserved.
     broker_reserved_concurrency: int = 0
     consumer_reserved_concurrency: int = 0
