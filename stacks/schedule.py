@@ -4,7 +4,10 @@ flushes) and the consumer function (push delivery) directly.
 
 Every start of the coordinator is asynchronous (the rule, a throttled broker's wake): its
 `EventInvokeConfig` allows no retry and a short event age, since a failed or late run is replaced by the
-next one anyway and a retried run would overlap it. Reserved concurrency is opt-in
+next one anyway and a retried run would overlap it. The same holds for what the coordinator starts
+asynchronously (shard work, push workers): each pass starts again what is still needed, so a retry only
+repeats it, and an event Lambda held back for hours (up to 6 by default, when the function is throttled)
+would start work long decided otherwise. Reserved concurrency is opt-in
 (`coordinator_reserved_concurrency`): where the account's concurrency quota is low, long polls must not
 take the slot scaling needs.
 
@@ -15,6 +18,8 @@ from the template (`sluice.local.template.schedules_from_template`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
@@ -49,13 +54,15 @@ class CoordinatorSchedule(Construct):
         *,
         stage: str,
         coordinator: lambda_.Function,
+        started_by_coordinator: Sequence[lambda_.IFunction] = (),
         tick_seconds: float = c.DEFAULT_COORDINATOR_TICK_SECONDS,
         flush_seconds: float = c.DEFAULT_SHARD_FLUSH_SECONDS,
         maintenance_seconds: float = c.DEFAULT_SHARD_MAINTENANCE_SECONDS,
     ) -> None:
         super().__init__(scope, construct_id)
         # Lambda retries a failed async run twice by default; the next minute's (or wake's) run replaces it.
-        coordinator.configure_async_invoke(retry_attempts=0, max_event_age=Duration.seconds(MAX_EVENT_AGE_S))
+        for function in (coordinator, *started_by_coordinator):
+            function.configure_async_invoke(retry_attempts=0, max_event_age=Duration.seconds(MAX_EVENT_AGE_S))
         for name, value in cadence_environment(tick_seconds, flush_seconds, maintenance_seconds).items():
             coordinator.add_environment(name, value)
         self.rule = events.Rule(

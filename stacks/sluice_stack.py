@@ -133,6 +133,8 @@ class SluiceStack(Stack):
             "Schedule",
             stage=config.stage,
             coordinator=coordinator,
+            # Push workers start on the consumer's alias: its own EventInvokeConfig (Qualifier `live`).
+            started_by_coordinator=[self.functions[c.FN_SHARD], consumer_alias],
             tick_seconds=config.coordinator_tick_seconds,
             flush_seconds=config.shard_flush_seconds,
             maintenance_seconds=config.shard_maintenance_seconds,

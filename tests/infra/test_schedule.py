@@ -98,12 +98,25 @@ def test_cadence_comes_from_context() -> None:
 
 
 def test_an_async_run_is_never_retried_nor_delivered_late(resources: dict[str, Any]) -> None:
-    """Lambda retries a failed async run twice by default, and the retry would overlap the next run."""
-    coordinator = function_ids(resources)[c.FN_COORDINATOR]
-    (config,) = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Lambda::EventInvokeConfig"]
-    assert config["FunctionName"] == {"Ref": coordinator}
-    assert (config["MaximumRetryAttempts"], config["MaximumEventAgeInSeconds"]) == (0, 60)
-    assert config["Qualifier"] == "$LATEST"
+    """Lambda retries a failed async run twice by default, and the retry would overlap the next run; the
+    shard work and push workers the coordinator starts are started again by its next pass instead."""
+    ids = function_ids(resources)
+    configs = {
+        r["Properties"]["FunctionName"]["Ref"]: r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::Lambda::EventInvokeConfig"
+    }
+    assert configs.keys() == {ids[c.FN_COORDINATOR], ids[c.FN_SHARD], ids[c.FN_CONSUMER]}
+    assert configs[ids[c.FN_COORDINATOR]]["Qualifier"] == configs[ids[c.FN_SHARD]]["Qualifier"] == "$LATEST"
+    # Push workers start on the consumer's alias (`<name>:live`): the config is the alias's own.
+    (alias,) = [
+        k
+        for k, r in resources.items()
+        if r["Type"] == "AWS::Lambda::Alias"
+        and r["Properties"]["FunctionName"] == {"Ref": ids[c.FN_CONSUMER]}
+    ]
+    qualifier = configs[ids[c.FN_CONSUMER]]["Qualifier"]
+    assert {"Ref": alias} in qualifier["Fn::Select"][1]["Fn::Split"]
 
 
 def test_the_broker_knows_which_function_to_wake(resources: dict[str, Any]) -> None:
