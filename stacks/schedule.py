@@ -60,7 +60,9 @@ class CoordinatorSchedule(Construct):
         maintenance_seconds: float = c.DEFAULT_SHARD_MAINTENANCE_SECONDS,
     ) -> None:
         super().__init__(scope, construct_id)
-        # Lambda retries a failed async run twice by default; the next minute's (or wake's) run replaces it.
+        # Lambda retries a failed async run twice by default. The next minute's (or wake's) run replaces a
+        # coordinator run, and the coordinator's next pass starts again the shard work and push workers
+        # still needed.
         for function in (coordinator, *started_by_coordinator):
             function.configure_async_invoke(retry_attempts=0, max_event_age=Duration.seconds(MAX_EVENT_AGE_S))
         for name, value in cadence_environment(tick_seconds, flush_seconds, maintenance_seconds).items():
