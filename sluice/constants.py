@@ -163,6 +163,10 @@ FUNCTION_HANDLERS: Final = {
     FN_COORDINATOR: "lambdas.coordinator.handler.lambda_handler",
 }
 COORDINATOR_SCHEDULE_MINUTES: Final = 1  # the EventBridge rule; the coordinator loops inside each run
+# How long an asynchronous start of the coordinator, shard work or a push worker may wait to run (Lambda's
+# MaximumEventAgeInSeconds; 60 is the shortest it accepts): a start older than this is stale, the next
+# pass starts again what is still needed. `sluice local` reads it back from the template.
+ASYNC_MAX_EVENT_AGE_SECONDS: Final = 60
 # Schedule knobs (CDK context of the same name, lower case): seconds. The stack sets them on the
 # coordinator; `sluice local` reads them back from the template (divided by its time scale).
 DEFAULT_COORDINATOR_TICK_SECONDS: Final = 5.0  # between coordinator passes inside one scheduled run

@@ -30,8 +30,6 @@ from constructs import Construct
 from sluice import constants as c
 from sluice.events import CoordinatorEvent
 
-MAX_EVENT_AGE_S = 60  # the shortest Lambda accepts: a wake older than this is stale anyway
-
 
 def cadence_environment(
     tick_seconds: float, flush_seconds: float, maintenance_seconds: float
@@ -54,7 +52,7 @@ class CoordinatorSchedule(Construct):
         *,
         stage: str,
         coordinator: lambda_.Function,
-        started_by_coordinator: Sequence[lambda_.IFunction] = (),
+        started_by_coordinator: Sequence[lambda_.IFunction],
         tick_seconds: float = c.DEFAULT_COORDINATOR_TICK_SECONDS,
         flush_seconds: float = c.DEFAULT_SHARD_FLUSH_SECONDS,
         maintenance_seconds: float = c.DEFAULT_SHARD_MAINTENANCE_SECONDS,
@@ -64,7 +62,9 @@ class CoordinatorSchedule(Construct):
         # coordinator run, and the coordinator's next pass starts again the shard work and push workers
         # still needed.
         for function in (coordinator, *started_by_coordinator):
-            function.configure_async_invoke(retry_attempts=0, max_event_age=Duration.seconds(MAX_EVENT_AGE_S))
+            function.configure_async_invoke(
+                retry_attempts=0, max_event_age=Duration.seconds(c.ASYNC_MAX_EVENT_AGE_SECONDS)
+            )
         for name, value in cadence_environment(tick_seconds, flush_seconds, maintenance_seconds).items():
             coordinator.add_environment(name, value)
         self.rule = events.Rule(
@@ -79,7 +79,7 @@ class CoordinatorSchedule(Construct):
                     coordinator,
                     event=events.RuleTargetInput.from_object(CoordinatorEvent().to_payload()),
                     retry_attempts=0,
-                    max_event_age=Duration.minutes(1),
+                    max_event_age=Duration.seconds(c.ASYNC_MAX_EVENT_AGE_SECONDS),
                 )
             ],
         )

@@ -33,7 +33,13 @@ from sluice import errors
 from sluice.local import gateway, interregion, moto_patches
 from sluice.local.provision import TemplateUnavailable, provision
 from sluice.local.schedules import Schedule, schedule_environment, schedules_from_template
-from sluice.local.template import ApiTarget, api_targets_from_template, functions_from_template, load_template
+from sluice.local.template import (
+    ApiTarget,
+    api_targets_from_template,
+    functions_from_template,
+    load_template,
+    max_event_ages_from_template,
+)
 from sluice.local.workers import (
     INTEGRATION_TIMEOUT_SECONDS,
     FunctionConfig,
@@ -123,6 +129,7 @@ class LocalRuntime:
         # pool runs what the Invoke call names: the coordinator's push workers `consumer:live` (as
         # the stack names it), shard work and the schedule's runs $LATEST.
         self.api_targets: dict[str, ApiTarget] = api_targets_from_template(template)
+        self.max_event_ages = max_event_ages_from_template(template)
         self.aliases = {target.function: target.alias for target in self.api_targets.values()}
         self.settings: Settings = self.provisioned or provision(endpoint, self.stage, template=template)
         engine = Sluice.from_settings(self.settings)
@@ -231,7 +238,11 @@ class LocalRuntime:
         config = self.function_configs.get(function)
         if config is None:
             raise TemplateUnavailable(f"the template defines no function with handler {function!r}")
-        return FunctionPool(function, concurrency, self._env, replace(config, alias=alias))
+        config = replace(config, alias=alias)
+        max_age = self.max_event_ages.get((function, alias))
+        if max_age is not None:  # the schedules run `time_scale` times faster; so does staleness
+            config = replace(config, max_event_age_seconds=max_age / self.time_scale)
+        return FunctionPool(function, concurrency, self._env, config)
 
     def stop(self) -> None:
         """Stop at once: stop listening, kill every container (running invocations included, so

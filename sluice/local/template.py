@@ -177,6 +177,28 @@ def functions_from_template(template: dict[str, Any]) -> dict[str, dict[str, Any
     return found
 
 
+def max_event_ages_from_template(template: dict[str, Any]) -> dict[tuple[str, str | None], float]:
+    """(function, alias or None for $LATEST) -> the MaximumEventAgeInSeconds of its
+    `AWS::Lambda::EventInvokeConfig`: how long an asynchronous invocation of it may wait to run."""
+    resources = template.get("Resources", {})
+    by_handler = {handler: name for name, handler in FUNCTION_HANDLERS.items()}
+    ages: dict[tuple[str, str | None], float] = {}
+    for res in resources.values():
+        props = res.get("Properties", {})
+        if res.get("Type") != "AWS::Lambda::EventInvokeConfig" or "MaximumEventAgeInSeconds" not in props:
+            continue
+        handler = resources.get(_ref(props["FunctionName"]) or "", {}).get("Properties", {}).get("Handler")
+        if handler in by_handler:
+            qualifier = props.get("Qualifier", "$LATEST")  # a name, or the alias's ARN split at ":"
+            if not isinstance(qualifier, str):
+                qualifier = resources.get(_ref(qualifier) or "", {}).get("Properties", {}).get("Name")
+            if not isinstance(qualifier, str):
+                raise TemplateUnavailable(f"an EventInvokeConfig of {handler} names no version or alias")
+            alias = None if qualifier == "$LATEST" else qualifier
+            ages[(by_handler[handler], alias)] = float(props["MaximumEventAgeInSeconds"])
+    return ages
+
+
 @dataclass(frozen=True)
 class ApiTarget:
     """What one API route invokes: the function (a `FUNCTION_HANDLERS` key) and the alias it goes
@@ -188,15 +210,16 @@ class ApiTarget:
 
 
 def _ref(value: Any) -> str | None:
-    """The logical id a `Ref` or `Fn::GetAtt` names, or one found inside an `Fn::Join`."""
+    """The logical id a `Ref` or `Fn::GetAtt` names, or the first one found inside another intrinsic
+    (`Fn::Join`, `Fn::Select` of an `Fn::Split`, ...)."""
     if isinstance(value, dict):
         if "Ref" in value:
             return str(value["Ref"])
         if "Fn::GetAtt" in value:
             return str(value["Fn::GetAtt"][0])
-        if "Fn::Join" in value:
-            found = [_ref(part) for part in value["Fn::Join"][1]]
-            return next((f for f in found if f), None)
+        value = list(value.values())
+    if isinstance(value, list):
+        return next((f for f in map(_ref, value) if f), None)
     return None
 
 

@@ -36,6 +36,7 @@ from sluice.local import callaudit, interregion
 INTEGRATION_TIMEOUT_SECONDS = 30.0  # API Gateway HTTP API's integration timeout (not adjustable)
 LAMBDA_DEFAULT_TIMEOUT_SECONDS = 3  # what Lambda applies when a function sets no Timeout
 LAMBDA_DEFAULT_MEMORY_MB = 128
+LAMBDA_DEFAULT_MAX_EVENT_AGE_SECONDS = 6 * 3600.0  # an async event's wait without an EventInvokeConfig
 COLD_START_LIMIT_SECONDS = 60.0  # a container that cannot import its handler in this time is broken
 DELIVERY_ATTEMPTS = 2  # containers tried for one event that none has received yet
 _MP = get_context("spawn")
@@ -51,6 +52,8 @@ class FunctionConfig:
     reserved_concurrency: int | None = None
     snap_start: bool = False  # SnapStart on published versions
     alias: str | None = None  # what the invocations name (None: $LATEST)
+    # An async event not yet running this long after it was queued is dropped, as Lambda drops it.
+    max_event_age_seconds: float = LAMBDA_DEFAULT_MAX_EVENT_AGE_SECONDS
 
     @classmethod
     def from_properties(cls, props: dict[str, Any]) -> FunctionConfig:
@@ -79,6 +82,10 @@ class ContainerCrashed(InvocationFailed):
 
 class FunctionTimedOut(InvocationFailed):
     """The invocation ran past the function's timeout; its container was killed (`Task timed out`)."""
+
+
+class EventExpired(InvocationFailed):
+    """An asynchronous event waited past the function's maximum event age and was dropped unrun."""
 
 
 class InvocationThrottled(InvocationFailed):
@@ -217,6 +224,7 @@ class FunctionPool:
         self._closed = False
         self._async: ThreadPoolExecutor | None = None
         self.replaced = 0  # containers discarded after a crash or a timeout
+        self.expired = 0  # async events dropped unrun: older than `config.max_event_age_seconds`
 
     def restore_hooks(self) -> list[list[str] | None]:
         """The after-restore hooks each started container ran (None: it did not restore)."""
@@ -267,7 +275,9 @@ class FunctionPool:
         raise value
 
     def submit(self, event: dict[str, Any]) -> None:
-        """Run `event` without waiting for it (asynchronous invocation); failures are logged."""
+        """Run `event` without waiting for it (asynchronous invocation); failures are logged. An event
+        still waiting for a container after the maximum event age is dropped, never run late."""
+        expires_at = time.monotonic() + self.config.max_event_age_seconds
         with self._lock:
             if self._closed:
                 return
@@ -275,18 +285,28 @@ class FunctionPool:
                 self._async = ThreadPoolExecutor(
                     self.concurrency, thread_name_prefix=f"async-{self.function}"
                 )
-            self._async.submit(self._run_logged, event)
+            self._async.submit(self._run_logged, event, expires_at)
 
-    def _run_logged(self, event: dict[str, Any]) -> None:
+    def _run_logged(self, event: dict[str, Any], expires_at: float) -> None:
         try:
-            self._run(event)
+            self._run(event, expires_at=expires_at)
+        except EventExpired as exc:
+            with self._lock:
+                self.expired += 1
+            log.warning("%s", exc)
         except InvocationFailed as exc:
             if not self._closed:
                 log.warning("async invocation of %s failed: %s", self.function, exc)
 
-    def _run(self, event: dict[str, Any], refusing: bool = False) -> Any:
-        """`refusing`: take a free slot now or raise `InvocationThrottled` (else wait for one)."""
+    def _run(self, event: dict[str, Any], refusing: bool = False, expires_at: float | None = None) -> Any:
+        """`refusing`: take a free slot now or raise `InvocationThrottled` (else wait for one).
+        `expires_at` (monotonic): raise `EventExpired` instead of running once the slot comes later."""
         with self._slots_taken(0, InvocationThrottled) if refusing else self._slots_taken(None):
+            if expires_at is not None and time.monotonic() > expires_at:
+                raise EventExpired(
+                    f"{self.function}: async event dropped unrun after waiting past its maximum event age "
+                    f"({self.config.max_event_age_seconds:g} s)"
+                )
             container = self._deliver(event)
             try:
                 if not container.conn.poll(self.config.timeout_seconds):

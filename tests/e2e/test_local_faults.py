@@ -127,6 +127,38 @@ def test_past_its_reservation_an_api_invocation_is_refused_at_once_as_lambda_ref
     assert not FunctionPool(c.FN_CONSUMER, 2, {}, FunctionConfig(30.0, 512, 8)).reservation_binds
 
 
+def test_async_starts_wait_no_longer_than_the_templates_event_age_scaled_by_the_time_scale(runtime):
+    """The stack gives the coordinator, shard work and push workers (`consumer:live`) a 60 s event age."""
+    for function, alias in [(c.FN_COORDINATOR, None), (c.FN_SHARD, None), (c.FN_CONSUMER, "live")]:
+        pool = runtime._new_pool(function, 1, alias)
+        assert pool.config.max_event_age_seconds == c.ASYNC_MAX_EVENT_AGE_SECONDS
+    assert runtime._new_pool(c.FN_BROKER, 1).config.max_event_age_seconds == 6 * 3600  # Lambda's default
+    scale, runtime.time_scale = runtime.time_scale, 60.0
+    try:
+        assert runtime._new_pool(c.FN_SHARD, 1).config.max_event_age_seconds == 1.0
+    finally:
+        runtime.time_scale = scale
+
+
+def test_an_async_event_that_waited_past_its_event_age_is_dropped_unrun(runtime):
+    """A pool of one, busy: the queued event outlives its age and never runs; a fresh one still does."""
+    pool = FunctionPool(c.FN_BROKER, 1, runtime._env, FunctionConfig(max_event_age_seconds=0.5))
+    try:
+        with pool._slots_taken(None):  # the one execution is busy
+            pool.submit(_list_queues_event())
+            time.sleep(1.0)
+        deadline = time.monotonic() + 10
+        while pool.expired == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (pool.expired, pool.pids()) == (1, [])  # no container took it
+        pool.submit(_list_queues_event())
+        while not pool.pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.pids() and pool.expired == 1
+    finally:
+        pool.close()
+
+
 # --- crash recovery ---------------------------------------------------------------------------------
 
 
