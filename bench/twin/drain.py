@@ -128,7 +128,7 @@ def drain(
     rng = random.Random(9)
     backing_off: dict[int, float] = {}  # puller -> its wait after an empty pull (absent: it got messages)
     samples: list[dict[str, Any]] = []
-    lambdas = Executions(lambda: sim.now, (t0, math.inf), quota)
+    lambdas = Executions(lambda: sim.now, sim.sleep, (t0, math.inf), quota)
 
     throttled_before: Counter[tuple[str, str]] = Counter()
 
@@ -157,7 +157,9 @@ def drain(
         for _ in range(ACK_ATTEMPTS):
             try:
                 with lambdas.run(CONSUMER):
-                    return engine.consumer.ack(QUEUE, [m.lease_id for m in messages]).ack_count
+                    done = engine.consumer.ack(QUEUE, [m.lease_id for m in messages]).ack_count
+                    lambdas.compute(CONSUMER, "ack", len(messages))
+                    return done
             except (errors.Throttled, errors.DependencyUnavailable) as exc:
                 failures[f"ack {type(exc).__name__}"] += 1
                 sim.sleep(exc.retry_after_seconds)
@@ -171,6 +173,7 @@ def drain(
             try:
                 with lambdas.run(CONSUMER):  # refused past the quota: a throttle, handled below
                     result = engine.consumer.pull(QUEUE, group="g", batch_size=batch)
+                    lambdas.compute(CONSUMER, "pull", len(result.messages))
                 latencies.append(sim.now - start)
                 if not result.messages:  # an SDK-like client backs off while nothing comes
                     backing_off[me] = idle

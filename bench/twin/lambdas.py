@@ -10,9 +10,14 @@ invocation raises `ExecutionRefused`, a `Throttled` (the scenarios' clients back
 a 429).
 Reserved concurrency (the stack's `<function>_reserved_concurrency`): a function with a reservation runs
 at most that many at once, and the others share what the reservations leave of the quota.
+Handler CPU: a call holds its execution, after its AWS calls, for the CPU its handler spends, as
+measured on one core of this machine (docs/performance.md "Handler CPU per message", random text of
+200 B as the scenarios send, fitted as a call's base and each message's share) and stretched by
+Lambda's CPU allocation: "at 1,769 MB, a function has the equivalent of one vCPU", and less in
+proportion below it (`handler_cpu_s`, at the stack's default memory). So a pull of 100 at 1,024 MB
+answers ~12 ms after its commit.
 Billed duration: the call's virtual time rounded up to 1 ms, as GB-s at the stack's default memory
-(`bench.prices.billed_gb_seconds`; handler CPU is not modelled: it adds a few ms per call,
-docs/performance.md "Handler CPU per message"). Prices: `bench.prices.on_demand_per_million`.
+(`bench.prices.billed_gb_seconds`). Prices: `bench.prices.on_demand_per_million`.
 """
 
 from __future__ import annotations
@@ -23,12 +28,24 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from bench.prices import Usage, billed_gb_seconds, on_demand_per_million
+from bench.prices import LAMBDA_MEMORY_MB, Usage, billed_gb_seconds, on_demand_per_million
 from bench.twin.dynamo import Stats
 from sluice import constants as c
 from sluice import errors
 
 ACCOUNT_CONCURRENCY = 1_000  # Lambda's default per account and Region
+ONE_VCPU_MB = 1_769  # Lambda's memory at which a function has one vCPU's worth of CPU
+# Handler CPU at one vCPU, in ms: (per call, per message handled), fitted to the "Handler CPU per
+# message" rows of random text 200 B with acks by request (batches of 1, 10 and 100).
+HANDLER_CPU_MS = {"send": (1.26, 0.031), "pull": (2.1, 0.047), "ack": (1.5, 0.015)}
+
+
+def handler_cpu_s(operation: str, messages: int, acks: int = 0) -> float:
+    """Seconds of handler CPU for one call handling `messages` (`acks`: acks carried on a pull), at the
+    stack's default memory."""
+    base, each = HANDLER_CPU_MS[operation]
+    ms = base + each * messages + HANDLER_CPU_MS["ack"][1] * acks
+    return ms / 1000 * max(1.0, ONE_VCPU_MB / LAMBDA_MEMORY_MB)
 
 
 class ExecutionRefused(errors.Throttled):
@@ -43,6 +60,7 @@ class Executions:
     past the quota or past the function's reservation."""
 
     clock: Callable[[], float]
+    sleep: Callable[[float], None]  # the scenario's virtual sleep: a call's handler CPU holds its execution
     window: tuple[float, float] = (0.0, math.inf)
     quota: int = ACCOUNT_CONCURRENCY
     reserved: Mapping[str, int] = field(default_factory=dict)
@@ -61,6 +79,10 @@ class Executions:
             return self.running[function] >= self.reserved[function]
         unreserved = self.quota - sum(self.reserved.values())
         return sum(n for f, n in self.running.items() if f not in self.reserved) >= unreserved
+
+    def compute(self, function: str, operation: str, messages: int, acks: int = 0) -> None:
+        """Inside `run(function)`: the handler's CPU for what the call handled."""
+        self.sleep(handler_cpu_s(operation, messages, acks))
 
     @contextlib.contextmanager
     def run(self, function: str) -> Iterator[None]:

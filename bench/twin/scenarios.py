@@ -329,7 +329,9 @@ def pull_load(
     failures: defaultdict[str, int] = defaultdict(int)
     rng = random.Random(9)
     live = Live(publish_rate, end)
-    lambdas = Executions(lambda: sim.now, (start, end), quota=lambda_quota, reserved=reserved or {})
+    lambdas = Executions(
+        lambda: sim.now, sim.sleep, (start, end), quota=lambda_quota, reserved=reserved or {}
+    )
 
     def puller() -> None:
         nonlocal settled, leased, empty
@@ -348,7 +350,8 @@ def pull_load(
                         wait_ms=wait_ms,
                         acks=held if carry_acks and held else None,
                     )
-                carried = result.ack.ack_count if result.ack else 0
+                    carried = result.ack.ack_count if result.ack else 0
+                    lambdas.compute(CONSUMER, "pull", len(result.messages), acks=carried)
                 settled += carried
                 live.acked(held_ids, carried)
                 if start <= t0 < end:
@@ -363,6 +366,7 @@ def pull_load(
                     if not carry_acks:
                         with lambdas.run(CONSUMER):
                             done = consumer.ack(QUEUE, held).ack_count
+                            lambdas.compute(CONSUMER, "ack", len(held))
                         settled += done
                         live.acked(held_ids, done)
                         held, held_ids = [], []
@@ -384,6 +388,7 @@ def pull_load(
             t0 = sim.now
             with contextlib.suppress(errors.Throttled, errors.DependencyUnavailable), lambdas.run(BROKER):
                 publisher.publish(QUEUE, messages)  # a refused send is not sent again: not counted
+                lambdas.compute(BROKER, "send", len(messages))
                 live.sent(BATCH, counted=start <= t0)
             sim.sleep(max(0.0, every - (sim.now - t0)))
 

@@ -4,7 +4,8 @@ Each actor (a broker handling one request, a puller, the coordinator) is a threa
 at a time: the scheduler hands a baton to the actor with the earliest wake-up time and waits until it
 sleeps again. Every AWS call the twin serves sleeps for its modelled latency, so the engine's
 read-then-conditional-write races interleave with other actors exactly as far as the latencies say;
-wall time never enters. Engine CPU time is not charged (Lambda compute is outside the model).
+wall time never enters. The engine's own CPU time is not charged; a scenario charges a Lambda call's
+handler CPU as a sleep inside its execution (`bench.twin.lambdas.Executions.compute`).
 
 A lost baton would hang the run with every thread parked, so the scheduler checks what it must never
 see (an actor queued twice or after its end, a sleep from an actor not holding the baton, twin calls

@@ -4,6 +4,7 @@ capacity units follow DynamoDB's documented size rules."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import uuid
 from functools import partial
@@ -14,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from bench.prices import LAMBDA_MEMORY_MB
 from bench.twin.dynamo import THROTTLE, TwinDynamo, read_units, write_units
-from bench.twin.lambdas import Executions
+from bench.twin.lambdas import Executions, handler_cpu_s
 from bench.twin.sim import Sim
 from bench.twin.world import TwinTable, build
 from sluice import errors
@@ -365,7 +366,7 @@ def test_a_query_page_holds_what_fits_in_1_mb_as_on_moto_and_the_adapter_follows
 
 def test_lambda_executions_past_the_account_quota_are_refused_and_the_rest_billed_by_the_ms():
     sim = Sim()
-    lambdas = Executions(lambda: sim.now, window=(1.0, 2.0), quota=2)
+    lambdas = Executions(lambda: sim.now, sim.sleep, window=(1.0, 2.0), quota=2)
     done: list[str] = []
     refused: list[str] = []
 
@@ -394,3 +395,31 @@ def test_lambda_executions_past_the_account_quota_are_refused_and_the_rest_bille
     assert lambdas.gb_seconds["consumer"] == pytest.approx(1.1 * gb)  # 0.6 + 0.5 s: a wait billed in full
     assert lambdas.gb_seconds["broker"] == pytest.approx(0.011 * gb)  # 10.4 ms billed as 11
     assert lambdas.peak == {"consumer": 1, "broker": 1} and lambdas.peak_total == 2
+
+
+def test_a_calls_handler_cpu_holds_its_execution_at_lambdas_share_of_a_vcpu():
+    """A pull of 100 at the default 1,024 MB: 6.8 ms of one vCPU's CPU takes 1,769 / 1,024 times as
+    long, inside the execution (billed, and a second call past a quota of one is refused meanwhile)."""
+    sim = Sim()
+    lambdas = Executions(lambda: sim.now, sim.sleep, quota=1)
+    ended: list[float] = []
+    refused: list[str] = []
+
+    def pull() -> None:
+        with lambdas.run("consumer"):
+            lambdas.compute("consumer", "pull", 100)
+        ended.append(sim.now)
+
+    def other() -> None:
+        with contextlib.suppress(errors.Throttled), lambdas.run("consumer"):
+            return
+        refused.append("other")
+
+    sim.spawn("pull", pull, at=0.0)
+    sim.spawn("other", other, at=0.010)
+    sim.run_until(1.0)
+    assert LAMBDA_MEMORY_MB == 1024
+    assert ended == [pytest.approx((2.1 + 0.047 * 100) / 1000 * 1769 / 1024)]  # ~11.7 ms
+    assert refused == ["other"]
+    assert lambdas.gb_seconds["consumer"] == pytest.approx(0.012)  # 11.7 ms billed as 12 at 1 GB
+    assert handler_cpu_s("pull", 100, acks=100) > handler_cpu_s("pull", 100) > handler_cpu_s("pull", 10)
