@@ -199,7 +199,8 @@ def twin_clock(sim: Sim) -> Clock:
 def twin_store(backend: Backend) -> DynamoShardStore:
     """The real shard store, with batch encoding and decoding memoised: scenarios send the same batch
     over and over, and zlib on it was most of the simulation's wall time; the bytes stored are the
-    codec's own, so nothing the twin measures changes (only Lambda CPU, which the twin does not model)."""
+    codec's own, so nothing the twin measures changes (Lambda CPU is charged by the scenarios from
+    measured figures, `bench.twin.lambdas.handler_cpu_s`, not from the simulation's own)."""
     return DynamoShardStore(backend, encode=_memo_encode, decode=_memo_decode)
 
 
