@@ -73,7 +73,8 @@ def report(result: dict[str, Any]) -> str:
         "counted). After the window the producers stop and the pullers drain until each gets an exact "
         "empty answer: unacked at rest and acked twice must be 0. Executions (peak): the most Lambda "
         "executions at once in the window, pullers' and producers' (a long-poll holds one for its whole "
-        "wait; the twin refuses one past Lambda's default quota of 1,000 per account and Region). Consume "
+        "wait, and every call for its handler CPU too, `bench/twin/lambdas.py`; the twin refuses one past "
+        "Lambda's default quota of 1,000 per account and Region). Consume "
         "$/M: per million messages acked, the pullers' capacity units, invocations, HTTP API requests and "
         "billed duration (SQS: receive and delete in batches of 10, $0.08).",
         "",
