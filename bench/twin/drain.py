@@ -326,9 +326,7 @@ def report(result: dict[str, Any], before: dict[str, Any] = BEFORE_LANES) -> str
         return f"{calls.get('Throttled', 0):,} / {calls.get('ack Throttled', 0):,}"
 
     def executions(d: dict[str, Any]) -> str:
-        """Peak, refused and consume $/M; n/a for a run measured before the twin modelled Lambda."""
-        if "peak_executions_total" not in d:
-            return "n/a | n/a | n/a"
+        """Peak, refused and consume $/M."""
         refused = sum(d["refused_executions"].values())
         return f"{d['peak_executions_total']:,} | {refused:,} | {d['consume_usd_per_m']:.3f}"
 
