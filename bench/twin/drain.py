@@ -158,7 +158,7 @@ def drain(
             try:
                 with lambdas.run(CONSUMER):
                     done = engine.consumer.ack(QUEUE, [m.lease_id for m in messages]).ack_count
-                    lambdas.compute(CONSUMER, "ack", len(messages))
+                    lambdas.compute("ack", len(messages))
                     return done
             except (errors.Throttled, errors.DependencyUnavailable) as exc:
                 failures[f"ack {type(exc).__name__}"] += 1
@@ -173,7 +173,7 @@ def drain(
             try:
                 with lambdas.run(CONSUMER):  # refused past the quota: a throttle, handled below
                     result = engine.consumer.pull(QUEUE, group="g", batch_size=batch)
-                    lambdas.compute(CONSUMER, "pull", len(result.messages))
+                    lambdas.compute("pull", len(result.messages))
                 latencies.append(sim.now - start)
                 if not result.messages:  # an SDK-like client backs off while nothing comes
                     backing_off[me] = idle

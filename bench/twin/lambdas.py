@@ -27,6 +27,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from bench.prices import LAMBDA_MEMORY_MB, Usage, billed_gb_seconds, on_demand_per_million
 from bench.twin.dynamo import Stats
@@ -37,10 +38,15 @@ ACCOUNT_CONCURRENCY = 1_000  # Lambda's default per account and Region
 ONE_VCPU_MB = 1_769  # Lambda's memory at which a function has one vCPU's worth of CPU
 # Handler CPU at one vCPU, in ms: (per call, per message handled), fitted to the "Handler CPU per
 # message" rows of random text 200 B with acks by request (batches of 1, 10 and 100).
-HANDLER_CPU_MS = {"send": (1.26, 0.031), "pull": (2.1, 0.047), "ack": (1.5, 0.015)}
+Operation = Literal["send", "pull", "ack"]
+HANDLER_CPU_MS: dict[Operation, tuple[float, float]] = {
+    "send": (1.26, 0.031),
+    "pull": (2.1, 0.047),
+    "ack": (1.5, 0.015),
+}
 
 
-def handler_cpu_s(operation: str, messages: int, acks: int = 0) -> float:
+def handler_cpu_s(operation: Operation, messages: int, acks: int = 0) -> float:
     """Seconds of handler CPU for one call handling `messages` (`acks`: acks carried on a pull), at the
     stack's default memory."""
     base, each = HANDLER_CPU_MS[operation]
@@ -80,8 +86,9 @@ class Executions:
         unreserved = self.quota - sum(self.reserved.values())
         return sum(n for f, n in self.running.items() if f not in self.reserved) >= unreserved
 
-    def compute(self, function: str, operation: str, messages: int, acks: int = 0) -> None:
-        """Inside `run(function)`: the handler's CPU for what the call handled."""
+    def compute(self, operation: Operation, messages: int, acks: int = 0) -> None:
+        """Inside `run`: the handler's CPU for what the call handled (every function has the stack's
+        default memory, so the function does not change it)."""
         self.sleep(handler_cpu_s(operation, messages, acks))
 
     @contextlib.contextmanager

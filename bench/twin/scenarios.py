@@ -351,7 +351,7 @@ def pull_load(
                         acks=held if carry_acks and held else None,
                     )
                     carried = result.ack.ack_count if result.ack else 0
-                    lambdas.compute(CONSUMER, "pull", len(result.messages), acks=carried)
+                    lambdas.compute("pull", len(result.messages), acks=carried)
                 settled += carried
                 live.acked(held_ids, carried)
                 if start <= t0 < end:
@@ -366,7 +366,7 @@ def pull_load(
                     if not carry_acks:
                         with lambdas.run(CONSUMER):
                             done = consumer.ack(QUEUE, held).ack_count
-                            lambdas.compute(CONSUMER, "ack", len(held))
+                            lambdas.compute("ack", len(held))
                         settled += done
                         live.acked(held_ids, done)
                         held, held_ids = [], []
@@ -388,7 +388,7 @@ def pull_load(
             t0 = sim.now
             with contextlib.suppress(errors.Throttled, errors.DependencyUnavailable), lambdas.run(BROKER):
                 publisher.publish(QUEUE, messages)  # a refused send is not sent again: not counted
-                lambdas.compute(BROKER, "send", len(messages))
+                lambdas.compute("send", len(messages))
                 live.sent(BATCH, counted=start <= t0)
             sim.sleep(max(0.0, every - (sim.now - t0)))
 

@@ -407,7 +407,7 @@ def test_a_calls_handler_cpu_holds_its_execution_at_lambdas_share_of_a_vcpu():
 
     def pull() -> None:
         with lambdas.run("consumer"):
-            lambdas.compute("consumer", "pull", 100)
+            lambdas.compute("pull", 100)
         ended.append(sim.now)
 
     def other() -> None:
