@@ -56,7 +56,8 @@ WCU_PER_S = 1000.0
 RCU_PER_S = 3000.0
 MAX_ATTEMPTS = 5
 THROTTLE = "ProvisionedThroughputExceededException"
-_WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
+_WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"}
+MAX_TRANSACT_ITEMS = 100
 MAX_ITEM_BYTES = 400 * 1024  # "The maximum item size in DynamoDB is 400 KB"
 MAX_BATCH_GET_KEYS = 100
 MAX_BATCH_GET_BYTES = 16 * 1024 * 1024
@@ -185,13 +186,17 @@ class TwinDynamo:
 
     # -- capacity --
 
-    def _admit(self, table: str, pk: str, wcu: float, rcu: float) -> bool:
-        if self.unlimited:
-            return True
+    def _refilled(self, table: str, pk: str) -> _Partition:
         part = self.tables[table][pk]
         now = self.sim.now
         part.tokens = min(1.0, part.tokens + (now - part.at))
         part.at = now
+        return part
+
+    def _admit(self, table: str, pk: str, wcu: float, rcu: float) -> bool:
+        if self.unlimited:
+            return True
+        part = self._refilled(table, pk)
         need = (wcu / WCU_PER_S + rcu / RCU_PER_S) / self.capacity_scale
         # Admitted while the bucket holds capacity, then charged in full (it may go into debt): a strict
         # "enough for this request" rule let 1-WCU HEAD updates starve every 20-WCU batch put on a
@@ -316,6 +321,59 @@ class TwinDynamo:
             changed = {expr.Context(kwargs.get("ExpressionAttributeNames"), None).attr(a[1]) for a in actions}
             return {"Attributes": {k: v for k, v in new.items() if k in changed}}
         return {}
+
+    def transact_write_items(self, TransactItems: list[dict]) -> dict:
+        """Updates only (what the engine sends), all or none. Two write units an item ("Transactional
+        write requests require two WCUs per item": DynamoDB developer guide, "Read/write capacity mode"),
+        charged on its partition, cancelled or not; at most 100 items ("TransactWriteItems", API
+        reference; no two on one item). A cancellation answers `TransactionCanceledException` with a reason
+        per item."""
+        if len(TransactItems) > MAX_TRANSACT_ITEMS:
+            raise _error(
+                VALIDATION, "TransactWriteItems", message="Member must have length less than or equal to 100"
+            )
+        requests = []
+        for entry in TransactItems:
+            update = entry["Update"]
+            pk, sk = update["Key"]["pk"]["S"], update["Key"]["sk"]["S"]
+            ctx = expr.Context(
+                update.get("ExpressionAttributeNames"), update.get("ExpressionAttributeValues")
+            )
+            requests.append((update, pk, sk, ctx))
+        if len({(u["TableName"], pk, sk) for u, pk, sk, _ctx in requests}) < len(requests):
+            raise _error(
+                VALIDATION,
+                "TransactWriteItems",
+                message="Transaction request cannot include multiple operations on one item",
+            )
+
+        def run() -> tuple[bool, Any, float]:
+            olds = [self.tables[u["TableName"]][pk].items.get(sk) for u, pk, sk, _ctx in requests]
+            reasons, news = [], []
+            for (update, _pk, _sk, ctx), old in zip(requests, olds, strict=True):
+                condition = update.get("ConditionExpression")
+                ok = not condition or expr.evaluate(expr.parse_condition(condition), old, ctx)
+                reasons.append({"Code": "None" if ok else "ConditionalCheckFailed"})
+                new = expr.apply_update(
+                    expr.parse_update(update["UpdateExpression"]), old or dict(update["Key"]), ctx
+                )
+                _refuse_oversized(new, "TransactWriteItems")
+                news.append(new)
+            parts = {(u["TableName"], pk) for u, pk, _sk, _ctx in requests}
+            if not self.unlimited and any(self._refilled(t, pk).tokens <= 1e-9 for t, pk in parts):
+                return False, None, 0
+            for (update, pk, _sk, _ctx), old, new in zip(requests, olds, news, strict=True):
+                self._admit(update["TableName"], pk, 2 * write_units(old, new), 0)
+            if any(r["Code"] != "None" for r in reasons):
+                self.stats.conditional_failures[("TransactWriteItems", "G#")] += 1
+                error = _error("TransactionCanceledException", "TransactWriteItems")
+                error.response["CancellationReasons"] = reasons
+                return True, error, 0
+            for (update, pk, sk, _ctx), new in zip(requests, news, strict=True):
+                self._store(update["TableName"], pk, sk, new)
+            return True, {}, sum(item_size(n) for n in news) / 1024
+
+        return self._attempts("TransactWriteItems", "G#", run)
 
     def delete_item(self, TableName: str, Key: dict, **kwargs: Any) -> dict:
         pk, sk = Key["pk"]["S"], Key["sk"]["S"]

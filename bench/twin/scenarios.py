@@ -28,6 +28,7 @@ from bench.twin.lambdas import ACCOUNT_CONCURRENCY, Executions, consume_usd_per_
 from bench.twin.world import COORDINATOR_FUNCTION, World, build, percentile
 from sluice import constants as c
 from sluice import errors
+from sluice.engine import keys
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig
 from sluice.engine.scaling import ScalingPolicy
 from sluice.engine.store import ShardAddress
@@ -400,7 +401,9 @@ def pull_load(
     sim.run_until(end)
     stats = world.dynamo.stats
     state_writes = sum(
-        v for (op, kind), v in stats.attempts.items() if op in ("PutItem", "UpdateItem") and kind == "G#"
+        v
+        for (op, kind), v in stats.attempts.items()
+        if op in ("PutItem", "UpdateItem", "TransactWriteItems") and kind == "G#"
     )
     conflicts = sum(v for (_op, kind), v in stats.conditional_failures.items() if kind == "G#")
     attempts = sum(stats.attempts.values())
@@ -412,6 +415,11 @@ def pull_load(
         for s in queue.shards
     ]
     world.dynamo.unlimited = False
+    lane0s = [
+        part.items.get(keys.group_state_sk("g"), {})
+        for table in world.dynamo.tables.values()
+        for part in table.values()
+    ]
     out = {
         "pullers": pullers,
         "batch": batch,
@@ -432,6 +440,9 @@ def pull_load(
         "pull_p50_ms": percentile(latencies, 50) * 1000,
         "pull_p99_ms": percentile(latencies, 99) * 1000,
         "lanes": max((c.lanes for c in lanes if c is not None), default=1),
+        # Striped splits cut (their epochs, on lane 0's items), and how many shards are striped at rest.
+        "stripe_epochs": sum(int(item.get(keys.CURSOR_EPOCH, {}).get("N", 0)) for item in lane0s),
+        "striped_at_rest": sum(1 for c in lanes if c is not None and c.stripe),
         "failed_calls": dict(failures),
         "throttled": {f"{op} {kind}": n for (op, kind), n in stats.throttles.most_common(6)},
         "pulls": len(latencies),

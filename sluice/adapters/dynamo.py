@@ -10,6 +10,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, overload
 
 from botocore.exceptions import ClientError
@@ -101,6 +102,23 @@ def _conditional_errors() -> Iterator[None]:
         raise
 
 
+# A transaction cancelled for these reasons was throttled; for any other (a condition, another write in
+# progress on an item) it lost to another writer.
+_CANCELLED_THROTTLED = {"ThrottlingError", "ProvisionedThroughputExceeded"}
+
+
+@dataclass(frozen=True)
+class Update:
+    """One item's part of `Table.update_together`."""
+
+    pk: str
+    sk: str
+    expression: str
+    condition: str | None = None
+    names: Mapping[str, str] | None = None
+    values: Mapping[str, Any] | None = None
+
+
 def key(pk: str, sk: str) -> Item:
     return {PARTITION_KEY: pk, SORT_KEY: sk}
 
@@ -169,6 +187,31 @@ class Table:
                 **kwargs,
             )
         return deserialize(resp.get("Attributes"))
+
+    def update_together(self, updates: Sequence[Update]) -> None:
+        """Several conditional updates of this table, all or none (one TransactWriteItems: two write
+        units an item). Raises `ConditionFailed` (no item) when a condition failed or another write to
+        one of the items was in progress: the caller decides again from fresh reads."""
+        items = []
+        for update in updates:
+            request = {
+                "TableName": self.name,
+                "Key": serialize(key(update.pk, update.sk)),
+                "UpdateExpression": update.expression,
+                **self._conditional(update.condition, update.names, update.values),
+            }
+            request.pop("ReturnValuesOnConditionCheckFailure", None)
+            items.append({"Update": request})
+        with aws.translated("DynamoDB"):
+            try:
+                self._client.transact_write_items(TransactItems=items)
+            except ClientError as exc:
+                if aws.error_code(exc) != "TransactionCanceledException":
+                    raise
+                reasons = {r.get("Code") for r in exc.response.get("CancellationReasons", [])}
+                if reasons & _CANCELLED_THROTTLED:
+                    raise errors.Throttled("DynamoDB is throttled; retry after a short pause") from exc
+                raise ConditionFailed(None) from exc
 
     def delete(
         self,

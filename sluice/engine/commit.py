@@ -38,6 +38,7 @@ class LaneView:
     last_ms: int = 0  # when the lane was last committed
     acks_added: int = 0  # the item's count of ack-record ADDs when read
     redelivered: bool = False  # this attempt leases a message again: commit only if no ack came meanwhile
+    retired: int = 0  # a stripe lane: the epoch whose merge retired it (it reads nothing new in that one)
 
     @classmethod
     def of(
@@ -51,7 +52,7 @@ class LaneView:
         cursor_known: bool = True,
     ) -> LaneView:
         view = cls(address, group, lane.lane, lane.state, lane.acked, cursor, head, cursor_known)
-        view.last_ms, view.acks_added = lane.last_ms, lane.acks_added
+        view.last_ms, view.acks_added, view.retired = lane.last_ms, lane.acks_added, lane.retired
         if head is not None:
             view.floor = head.floor
             view.dirty = drop_below(view.state, head.floor)
@@ -62,7 +63,7 @@ class LaneView:
         """The range this lane reads: its claim [lo, hi) (from the cursor, or the end its state adopted
         when the cursor was not read); (0, HEAD next) for the one lane; None when that is not known."""
         if self.cursor is not None:
-            return self.cursor.range_of(self.lane)
+            return self.cursor.range_of(self.lane, self.state.read)
         if not self.cursor_known:
             return (0, self.state.end) if self.state.end > self.state.read else None
         if self.lane:
@@ -120,7 +121,7 @@ class StateCommit:
             )
         except StateConflict as exc:
             view.state, view.acked, view.folded = exc.winner.state, exc.winner.acked, frozenset()
-            view.acks_added = exc.winner.acks_added
+            view.acks_added, view.retired = exc.winner.acks_added, exc.winner.retired
             if view.lane == 0 and view.cursor_known:
                 view.cursor = exc.cursor
             view.dirty = drop_below(view.state, view.floor)

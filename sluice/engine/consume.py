@@ -16,6 +16,7 @@ for its shards fail retryably, and its messages are delivered once it is back.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,11 +28,19 @@ from sluice.engine.budget import ByteBudget
 from sluice.engine.commit import MAX_COMMIT_ATTEMPTS, LaneView, StateCommit
 from sluice.engine.deadletter import DeadLetterSink
 from sluice.engine.groupstate import GroupState
-from sluice.engine.lanes import Cursor, Figures, ack_records, acked_seqs, wider
+from sluice.engine.lanes import (
+    STRIPE_BLOCK,
+    Figures,
+    GroupLanes,
+    ack_records,
+    acked_seqs,
+    stripes_for,
+    wider,
+)
 from sluice.engine.leasebook import LeaseBook, Op, Outcome
 from sluice.engine.longpoll import Watch
 from sluice.engine.publish import Publisher, message_id
-from sluice.engine.pullplan import BUSY_MS, Busy, PullPlanner
+from sluice.engine.pullplan import BUSY_MS, HELD_MS, Busy, PullPlanner, stripe_lane
 from sluice.engine.queues import QueueDirectory
 from sluice.engine.regions import RegionBreaker, region_key
 from sluice.engine.shardlease import CarriedAcks, LaneKey, ShardLeaser, Tally, gone
@@ -307,7 +316,7 @@ class Consumer:
             return
         # No lanes split anywhere (a queue at rest): lane 0 is every lane, this read is the whole survey.
         whole = not any(r.groups[group].high > 1 for r in reads)
-        idle: list[tuple[ShardAddress, Cursor, int]] = []
+        idle: list[_Idle] = []
         # The figures at the moment of the survey (leasing changes the states read, in place).
         surveyed_at, leased_before = self.clock(), len(pull.out)
         figures = PullPlanner.figures(reads, group, surveyed_at)
@@ -332,8 +341,8 @@ class Consumer:
         figures.leased(len(pull.out) - leased_before)  # what this pull leased since: in flight now
         pull.figures.add(figures)
         if not pull.out:
-            for at, seen, version in idle:
-                self.store.merge(at, group, GroupState(read=seen.next, read_item=seen.next), version, seen)
+            for merge in idle:
+                self._merge(group, merge)
 
     def _survey(self, pull: _Pull, shards: Sequence[Shard]) -> list[ShardRead]:
         """`planner.survey`, observing the HEADs' map stamps: a HEAD stamped with a newer map makes the
@@ -353,9 +362,10 @@ class Consumer:
         return reads
 
     def _observe(self, pull: _Pull, heads: list[tuple[Shard, Head]]) -> None:
-        queue = pull.queue
+        queue, now = pull.queue, self.clock()
         for shard, head in heads:
             self.directory.observe_stamp(queue, shard, head.map_version, head.map_route)
+            self.planner.saw_head(queue.name, shard.id, head.next, now)
         if self.directory.get(queue.name).paused:  # a HEAD just said so (the stamp of a pause)
             pull.paused, pull.exact = True, False
 
@@ -396,10 +406,11 @@ class Consumer:
         return []
 
     @staticmethod
-    def _idle(reads: list[ShardRead], group: str, now: int) -> list[tuple[ShardAddress, Cursor, int]]:
+    def _idle(reads: list[ShardRead], group: str, now: int) -> list[_Idle]:
         """Shards (as just surveyed, before any leasing) whose split lanes hold nothing and have nothing
-        unclaimed: an empty pull merges them back to one lane (`store.merge`, one write each), so an idle
-        queue's polls read one lane item per shard and group. (address, cursor seen, lane 0's version)."""
+        unclaimed: an empty pull merges them back to one lane (`store.merge`, one write each; a striped
+        split's lanes are retired in the same transaction), so an idle queue's polls read one lane item
+        per shard and group."""
         out = []
         for read in reads:
             lanes, head = read.groups[group], read.head
@@ -407,9 +418,35 @@ class Consumer:
                 continue
             if lanes.unclaimed(head.next, head.floor) or lanes.figures(head.next, now, head.floor).backlog:
                 continue
+            if lanes.cursor.stripe and now - max(ls.last_ms for ls in lanes.lanes.values()) < HELD_MS:
+                continue  # a stripe's puller may be waiting on it: a live stream's pause, not its end
             # Nothing unclaimed: cur >= HEAD next (>= the floor), an item boundary where lane 0 reads on.
-            out.append((read.address, lanes.cursor, lanes.lane0.state.version))
+            out.append(_Idle(read.address, lanes, lanes.lane0.state.version))
         return out
+
+    def _merge(self, group: str, idle: _Idle) -> None:
+        """Merge an idle split shard back into lane 0. Lane 0 reads on from the cursor of claims; from
+        HEAD `next` of stripes, read again here: the survey read the HEAD before the stripe lanes, and a
+        stripe may have read past it meanwhile (the versions the survey read then hold for the merge,
+        so every stripe read up to the HEAD read after them, and no further)."""
+        cursor, level, stripes = idle.lanes.cursor, 0, {}
+        assert cursor is not None
+        with contextlib.suppress(errors.Throttled):  # a later empty pull merges it
+            if cursor.stripe:
+                # One read of HEAD and lane 0 (their partition): another empty pull may have merged it
+                # (a failed transaction costs two write units a lane).
+                now = self.store.read_lanes(idle.address, group, [], head=True)
+                head, zero = now.head, now.lanes[0].state
+                if head is None or now.cursor != cursor or zero.version != idle.version:
+                    return
+                if any(idle.lanes.unread(lane, head.next) for lane in idle.lanes.lanes):
+                    return
+                level = head.next
+                stripes = {lane: ls.state for lane, ls in idle.lanes.lanes.items() if lane}
+            else:
+                level = cursor.next
+            lane0 = GroupState(read=level, read_item=level)
+            self.store.merge(idle.address, group, lane0, idle.version, cursor, stripes)
 
     def _lease_from(
         self,
@@ -467,6 +504,8 @@ class Consumer:
             pull.exact = False
             return
         pull.out += got
+        before = self.planner.last_commit(view, self.clock())
+        over = view.state.version - 1  # the version this pull's commit replaced (when it got some)
         if got:
             self.planner.committed(view, self.clock())
         if tally.contended or (tally.lost_races and not got):
@@ -475,11 +514,17 @@ class Consumer:
             # of emptiness here.
             pull.exact = False
         lost = tally.lost_races > 0
-        if lost and own:
+        cut = False
+        if (got or lost) and before is not None and view.lane == 0 and view.cursor is None:
+            cycle_s = (self.clock() - before[1]) / 1000
+            cut = self._stripe(pull, view, cycle_s, shared=lost or over != before[0])
+        if lost and own and not cut:
             self._widen(pull, view)
         # Two pullers on one lane: each lost race sends the loser away with even odds (both leaving at
-        # once would send them all to the same few lanes they see next).
-        if got and (not lost or random.random() < 0.5):
+        # once would send them all to the same few lanes they see next). A stripe lane is kept empty too:
+        # its puller waits for its next block there, and others leave it alone (`Busy.held_ms`).
+        holds = got or (own and not lost and stripe_lane(view))
+        if holds and (not lost or random.random() < 0.5):
             self.planner.keep(view)
         else:
             self.planner.let_go(view)
@@ -496,9 +541,23 @@ class Consumer:
             if view.lane == 0 and lanes > 1:
                 self.store.split(view.address, view.group, lanes)
             return
+        if cursor.stripe:
+            return  # stripes are cut once an epoch, for the send rate: more come after a merge
         lanes = wider(cursor.lanes, head.next - cursor.next, pull.want, cursor.ceiling)
         if lanes > cursor.lanes:
             self.store.set_lanes(view.address, view.group, lanes, max(cursor.high, lanes), cursor)
+
+    def _stripe(self, pull: _Pull, view: LaneView, cycle_s: float, *, shared: bool) -> bool:
+        """Cut lane 0 of a shard that one lane reads into stripes when its puller, back after `cycle_s`,
+        falls behind a live stream or shares the lane (a lost race, or others' commits since its own:
+        `lanes.stripes_for`); True when it did. Each stripe's puller keeps to it and reads each new
+        block of it as it comes, without claims: a live stream's pullers neither race nor claim."""
+        head = view.head
+        if pull.queue.settings.ordered or head is None or not view.cursor_known:
+            return False
+        rate = self.planner.send_rate(pull.queue.name, view.address.id)
+        stripes = stripes_for(rate, head.next - view.state.read, pull.size, cycle_s, shared=shared)
+        return bool(stripes) and self.store.split(view.address, view.group, stripes + 1, stripe=STRIPE_BLOCK)
 
     # --- acks carried on a pull ---------------------------------------------------------------------------
 
@@ -700,6 +759,15 @@ class Consumer:
         if all(group in queue.groups and shard_id in known for group, shard_id, _ in leased):
             return queue
         return self.directory.registry.get(queue.name)
+
+
+@dataclass(frozen=True)
+class _Idle:
+    """A split shard an empty pull found with nothing to read, its lanes as surveyed."""
+
+    address: ShardAddress
+    lanes: GroupLanes
+    version: int  # lane 0's, as surveyed
 
 
 @dataclass

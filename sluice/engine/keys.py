@@ -108,10 +108,13 @@ STATE_ACKED = "ak"  # acks recorded by ADD, not folded into `s` yet: "<first seq
 STATE_ACKS_ADDED = "an"  # how many ADDs recorded acks (only grows): a redelivering commit conditions on it
 STATE_AT = "at"  # when the lane was last committed (ms): pullers choosing a lane prefer idle ones
 STATE_READ = "rd"  # lane 0: its read level, as a number (a split starts the cursor there, atomically)
+STATE_RETIRED = "rt"  # a stripe lane: the epoch whose merge retired it (absent: never retired)
 # Lane 0's item, while the group's lanes are split (absent: one lane reads the whole shard):
 CURSOR_NEXT = "cur"  # the first sequence no lane has claimed
 CURSOR_LANES = "ln"  # lanes that may claim
 CURSOR_HIGH = "hw"  # lanes that may hold work
+CURSOR_STRIPE = "sb"  # block size of a striped split (absent: lanes claim ranges)
+CURSOR_EPOCH = "ep"  # striped splits so far (only grows; a merge keeps it): the stripes' epoch
 CURSOR_CEILING = "lc"  # lanes pullers may widen to (absent: lanes.MAX_LANES); the coordinator raises it
 RANGE_LO = "lo"  # + lane number: the first sequence of the lane's latest claim
 RANGE_HI = "hi"  # + lane number: the end (exclusive) of it

@@ -5,7 +5,9 @@ exactly the single group-state item of before (its item carries no cursor). Unde
 are split (`Cursor`): every sequence below the cursor's `next` has been claimed by one lane as a range
 [lo, hi), and each lane reads only its own range, with its own read level and pending set, in its own
 item. A lane claims its next range from the cursor (kept on lane 0's item) when its range is read;
-claims never reach past HEAD `next`, so unclaimed = HEAD `next` - cursor `next`, exactly.
+claims never reach past HEAD `next`, so unclaimed = HEAD `next` - cursor `next`, exactly. A live stream
+one puller cannot keep up with is split into stripes instead (`Cursor.stripe`, `stripes_for`): every
+sequence from the cursor on belongs to one lane by its block, with no claim at all.
 
 A message is in exactly one of these places for a group, and moves only forward:
 unclaimed (>= cursor) → claimed and unread (in a lane's range, >= its read level) → pending in that
@@ -20,6 +22,7 @@ ranges it folded. Until then a pending entry whose sequence is recorded there is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -31,6 +34,10 @@ MAX_CLAIM = 5_000  # sequences per claim: fewer claims, and a lane never holds m
 CLAIM_BATCHES = 10  # a claim is at least this many of the puller's batches (when there are as many)
 LANE_BATCHES = 4  # lanes widen only while the unclaimed backlog gives every lane this many batches
 ITEM_SPAN = 100  # a batch item holds at most this many messages (MAX_BATCH_MESSAGES)
+STRIPE_BLOCK = ITEM_SPAN  # sequences per block of a striped split (lane k of n reads every n-th block)
+MAX_STRIPES = 16  # stripes of one group on one shard (16 kept up with ~3,100 msg/s a shard, 8 did not)
+STRIPE_HEADROOM = 1.5  # stripes cut for this many times the pullers the send rate needs
+STRIPE_BACKLOG_S = 5  # more than this many seconds of sends waiting is a backlog, not a live stream
 
 
 @dataclass(frozen=True)
@@ -38,16 +45,51 @@ class Cursor:
     """The claim cursor of a group on one shard (on lane 0's item): `next` is the first sequence no
     lane has claimed; lanes [0, `lanes`) may claim; lanes [0, `high`) may hold work (a lane past
     `lanes` drains what it holds and claims nothing more); pullers widen up to `ceiling` lanes (the
-    coordinator raises it under consumer pressure; a merge drops it back to MAX_LANES)."""
+    coordinator raises it under consumer pressure; a merge drops it back to MAX_LANES).
+
+    A striped split (`stripe` > 0, cut for a live stream) claims nothing: from `next` (its base) on,
+    blocks of `stripe` sequences go round lanes 1 .. lanes - 1, each lane reading only its own, and lane
+    0 keeps what it held at the split. `epoch` counts the group's splits on this shard: a merge retires
+    the stripe lanes of its epoch (on their own items), so a puller that read an older cursor reads
+    nothing new on them."""
 
     next: int
     lanes: int
     high: int
     ranges: Mapping[int, tuple[int, int]] = field(default_factory=dict)  # lane -> its latest claim [lo, hi)
     ceiling: int = MAX_LANES
+    stripe: int = 0  # block size of a striped split (0: lanes claim ranges from `next`)
+    epoch: int = 0
 
-    def range_of(self, lane: int) -> tuple[int, int]:
+    @property
+    def stripes(self) -> int:
+        """Lanes reading stripes (1 .. stripes) of a striped split; lane 0 keeps what it held at the split."""
+        return self.lanes - 1 if self.stripe else 0
+
+    def range_of(self, lane: int, read: int = 0) -> tuple[int, int]:
+        """The lane's range: its latest claim, or (striped) the block of its stripe holding `read` or
+        the first one after it."""
+        if self.stripe and lane:
+            return self.block(lane, read)
         return self.ranges.get(lane, (self.next, self.next))
+
+    def block(self, lane: int, read: int) -> tuple[int, int]:
+        """Lane `lane`'s (>= 1) block of a striped split holding `read`, or the first one after it: the
+        blocks from `next` (the split's base) go round the lanes 1, 2, .., stripes, 1, 2, .."""
+        base, size, n = self.next, self.stripe, self.stripes
+        index = max(0, read - base) // size
+        index += (lane - 1 - index) % n
+        return base + index * size, base + (index + 1) * size
+
+    def striped(self, lane: int, lo: int, hi: int) -> int:
+        """How many sequences of [lo, hi) lane `lane`'s stripe holds (closed form: the unread count)."""
+        return max(0, self._striped_below(lane, hi) - self._striped_below(lane, lo))
+
+    def _striped_below(self, lane: int, end: int) -> int:
+        span = max(0, end - self.next)
+        cycle = self.stripe * self.stripes
+        rest = span % cycle - (lane - 1) * self.stripe
+        return span // cycle * self.stripe + min(self.stripe, max(0, rest))
 
 
 @dataclass
@@ -60,6 +102,7 @@ class LaneState:
     acked: frozenset[str] = frozenset()
     last_ms: int = 0
     acks_added: int = 0  # ADDs of ack records so far (a redelivering commit holds only while unchanged)
+    retired: int = 0  # the epoch whose merge retired this stripe lane (0: never)
 
     @property
     def acked_seqs(self) -> set[int]:
@@ -94,7 +137,7 @@ class GroupLanes:
         """[lo, hi) lane `lane` may read: its claimed range, or (one lane) everything up to `next`."""
         if self.cursor is None:
             return 0, head_next
-        return self.cursor.range_of(lane)
+        return self.cursor.range_of(lane, self.lanes[lane].state.read if lane in self.lanes else 0)
 
     def read_level(self, lane: int, head_next: int) -> int:
         """The lane's next sequence to read (its state's level moved into its current range)."""
@@ -102,6 +145,10 @@ class GroupLanes:
         return max(self.lanes[lane].state.read, lo)
 
     def unread(self, lane: int, head_next: int) -> int:
+        if self.cursor is not None and self.cursor.stripe and lane:
+            if (ls := self.lanes.get(lane)) is not None and ls.retired >= self.cursor.epoch:
+                return 0  # read after its epoch's merge, with the cursor read before it: nothing new
+            return self.cursor.striped(lane, self.read_level(lane, head_next), head_next)
         _lo, hi = self.bounds(lane, head_next)
         return max(0, min(hi, head_next) - self.read_level(lane, head_next))
 
@@ -112,15 +159,23 @@ class GroupLanes:
         if self.cursor is not None and self.unclaimed(head_next, floor):
             out.append((max(self.cursor.next, floor), head_next))
         for lane in self.lanes:
-            if self.unread(lane, head_next):
-                out.append(
-                    (self.read_level(lane, head_next), min(self.bounds(lane, head_next)[1], head_next))
-                )
+            if not self.unread(lane, head_next):
+                continue
+            level = self.read_level(lane, head_next)
+            if self.cursor is not None and self.cursor.stripe and lane:
+                while level < head_next:  # every unread block of the stripe
+                    lo, hi = self.cursor.block(lane, level)
+                    if lo >= head_next:
+                        break
+                    out.append((max(lo, level), min(hi, head_next)))
+                    level = hi
+                continue
+            out.append((level, min(self.bounds(lane, head_next)[1], head_next)))
         return sorted(out)
 
     def unclaimed(self, head_next: int, floor: int = 0) -> int:
-        if self.cursor is None:
-            return 0
+        if self.cursor is None or self.cursor.stripe:
+            return 0  # a striped split assigns every sequence from its base to a lane
         return max(0, head_next - max(self.cursor.next, floor))
 
     def figures(self, head_next: int, now_ms: int, floor: int = 0) -> Figures:
@@ -142,7 +197,7 @@ class GroupLanes:
 
     def ack_level(self, head_next: int, floor: int = 0) -> int:
         """Every sequence below it is done for this group on this shard."""
-        levels = [head_next] if self.cursor is None else [max(self.cursor.next, floor)]
+        levels = [head_next] if self.cursor is None or self.cursor.stripe else [max(self.cursor.next, floor)]
         for lane, ls in self.lanes.items():
             if self.unread(lane, head_next):
                 levels.append(self.read_level(lane, head_next))
@@ -240,6 +295,19 @@ def claim_size(unclaimed: int, lanes: int, want: int, batch: int) -> int:
 def fed_lanes(unclaimed: int, want: int) -> int:
     """How many lanes the unclaimed backlog can feed with LANE_BATCHES batches of `want` each."""
     return unclaimed // max(1, LANE_BATCHES * want)
+
+
+def stripes_for(rate: float | None, unread: int, batch: int, cycle_s: float, *, shared: bool) -> int:
+    """Stripes for a shard one lane reads, whose puller, back after `cycle_s`, leased a batch of `batch`
+    and either left `unread` at least another batch (it falls behind) or found that others had leased
+    from its lane meanwhile (`shared`: they keep up only by taking turns on one item), while the shard
+    receives `rate` msg/s. As many pullers as the rate needs at that pace, with STRIPE_HEADROOM, up to
+    MAX_STRIPES; none below two, nor while what waits is more than STRIPE_BACKLOG_S of sends (a
+    backlog: claims spread it over more lanes than stripes would)."""
+    if rate is None or (unread < batch and not shared) or unread > rate * STRIPE_BACKLOG_S:
+        return 0
+    stripes = min(MAX_STRIPES, math.ceil(STRIPE_HEADROOM * rate * cycle_s / batch))
+    return stripes if stripes >= 2 else 0
 
 
 def wider(lanes: int, unclaimed: int, want: int, ceiling: int = MAX_LANES) -> int:

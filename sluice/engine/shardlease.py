@@ -180,6 +180,8 @@ class ShardLeaser:
         """[start, end) of fresh sequences this lane reads now (claiming its next range when its own is
         read); None when it has none."""
         view = take.view
+        if view.cursor is not None and view.cursor.stripe and view.lane:
+            return self._stripe(view, view.cursor)
         bounds = view.bounds
         if (
             bounds is not None
@@ -195,6 +197,8 @@ class ShardLeaser:
                     return None  # the lanes were merged back into lane 0: this one reads nothing new
                 head = self.head(view)
                 return max(view.state.read, head.floor), head.next
+            if view.cursor.stripe and view.lane:
+                return self._stripe(view, view.cursor)
             lo, hi = view.cursor.range_of(view.lane)
             if max(view.state.read, lo) >= hi:
                 claimed = self._claim(take, view.cursor)
@@ -203,6 +207,18 @@ class ShardLeaser:
                 lo, hi = claimed
         self._enter(view, max(lo, view.floor), hi)
         return view.state.read, hi
+
+    def _stripe(self, view: LaneView, cursor: Cursor) -> tuple[int, int] | None:
+        """[start, end) a striped lane reads now: the block of its stripe at its read level, up to HEAD
+        `next` (a block may reach past what was allocated: it is never read, or sealed, beyond that)."""
+        if view.retired >= cursor.epoch:
+            return None  # its epoch was merged after this cursor was read: lane 0 reads on
+        head = self.head(view)
+        lo, hi = cursor.block(view.lane, max(view.state.read, view.floor))
+        if lo >= head.next:
+            return None
+        self._enter(view, max(lo, view.floor), min(hi, head.next))
+        return view.state.read, view.state.end
 
     def _enter(self, view: LaneView, lo: int, hi: int) -> None:
         """Move the lane's read level into its range [lo, hi): the scan starts at the item holding `lo`

@@ -207,3 +207,13 @@ def test_an_explicit_zero_delay_overrides_the_queue_default(clocked, queue_name)
     assert [d.body for d in clocked.consumer.pull(queue_name, group="default", batch_size=5).messages] == [
         b'"now"'
     ]
+
+
+def test_a_striped_merge_is_one_transaction_on_dynamodb(engine, queue_name):
+    """The stripes' epoch contract on moto's DynamoDB: the merge of a striped split is one
+    TransactWriteItems over lane 0 and every stripe lane, cancelled whole when a stripe lane moved."""
+    from sluice.engine.store import ShardAddress
+    from tests.unit.test_shardstore import striped_epoch_contract
+
+    queue = engine.queues.create(queue_name, {"min_shards": 1, "max_shards": 1})
+    striped_epoch_contract(engine.backend.store, ShardAddress.of(queue, queue.shards[0]))

@@ -212,3 +212,49 @@ def test_lanes_split_claim_without_overshoot_and_merge_back(store: ShardStore) -
     assert current.cursor is not None
     assert store.merge(AT, "g", GroupState(read=1_000), 2, current.cursor)
     assert store.read_lanes(AT, "g", [], head=False).cursor is None
+
+
+def test_a_striped_split_is_an_epoch_whose_merge_retires_its_lanes_all_or_none(store: ShardStore) -> None:
+    striped_epoch_contract(store, AT)
+
+
+def striped_epoch_contract(store: ShardStore, at: ShardAddress) -> None:
+    """Stripes claim nothing, so the merge writes every stripe lane on the version it saw (one
+    transaction) and marks it retired for the epoch: a commit from a read before the merge fails, and a
+    stripe lane read after it reads nothing new under that epoch's cursor. (Also run on moto.)"""
+    store.allocate(at, 1_000, 1, COUNTS)
+    store.commit_lane(at, "g", 0, GroupState(read=100, read_item=100), 0, now_ms=1)
+    assert store.split(at, "g", 3, stripe=100)
+    cursor = store.read_lanes(at, "g", [], head=False).cursor
+    assert cursor is not None and (cursor.next, cursor.stripes, cursor.stripe, cursor.epoch) == (
+        100,
+        2,
+        100,
+        1,
+    )
+    assert (
+        cursor.block(1, 0) == (100, 200)
+        and cursor.block(2, 0) == (200, 300)
+        and cursor.block(1, 250) == (300, 400)
+    )
+    assert cursor.striped(2, 100, 1_000) == 400  # blocks 200, 400, 600, 800
+    store.commit_lane(at, "g", 1, GroupState(read=1_000, read_item=1_000), 0, now_ms=2)
+    lane1 = store.read_lanes(at, "g", [1, 2], head=False)
+    zero = lane1.lanes[0].state.version
+    stripes = {1: lane1.lanes[1].state, 2: lane1.lanes[2].state}  # lane 2 never committed: version 0
+    stale = GroupState(read=1_000, read_item=1_000, version=stripes[1].version)
+    # A stripe lane that moved since it was seen fails the whole merge: nothing is written.
+    store.commit_lane(at, "g", 2, GroupState(read=1_000, read_item=1_000), 0, now_ms=3)
+    assert not store.merge(at, "g", GroupState(read=1_000, read_item=1_000), zero, cursor, stripes)
+    assert store.read_lanes(at, "g", [1], head=False).lanes[1].retired == 0
+    stripes[2] = store.read_lanes(at, "g", [2], head=False).lanes[2].state
+    assert store.merge(at, "g", GroupState(read=1_000, read_item=1_000), zero, cursor, stripes)
+    after = store.read_lanes(at, "g", [1, 2], head=False)
+    assert after.cursor is None and after.lanes[0].state.read == 1_000
+    assert after.lanes[1].retired == after.lanes[2].retired == 1
+    with pytest.raises(StateConflict):  # a puller that read lane 1 before the merge
+        store.commit_lane(at, "g", 1, stale, stale.version, now_ms=4)
+    # The next striped split is a new epoch: its lanes read again.
+    assert store.split(at, "g", 3, stripe=100)
+    again = store.read_lanes(at, "g", [1], head=False)
+    assert again.cursor is not None and again.cursor.epoch == 2 and again.lanes[1].retired == 1

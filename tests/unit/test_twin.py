@@ -423,3 +423,64 @@ def test_a_calls_handler_cpu_holds_its_execution_at_lambdas_share_of_a_vcpu():
     assert refused == ["other"]
     assert lambdas.gb_seconds["consumer"] == pytest.approx(0.012)  # 11.7 ms billed as 12 at 1 GB
     assert handler_cpu_s("pull", 100, acks=100) > handler_cpu_s("pull", 100) > handler_cpu_s("pull", 10)
+
+
+def _transactions(table: Table, client: Any, pk: str) -> list[Any]:
+    """TransactWriteItems as the adapter's `update_together` sends it: all or none, and DynamoDB's
+    documented refusals (one item twice; more than 100 items)."""
+    from sluice.adapters.dynamo import ConditionFailed, Update
+
+    bump = "SET v = v + :one"
+    values = {":one": 1}
+    table.put({"pk": pk, "sk": "a", "v": 1})
+    table.put({"pk": pk, "sk": "b", "v": 1})
+    out: list[Any] = []
+    table.update_together(
+        [Update(pk, "a", bump, "v = :one", None, values), Update(pk, "b", bump, None, None, values)]
+    )
+    out.append([table.get(pk, sk)["v"] for sk in ("a", "b")])
+    try:  # a's condition fails: b is not written either
+        table.update_together(
+            [Update(pk, "b", bump, None, None, values), Update(pk, "a", bump, "v = :one", None, values)]
+        )
+    except ConditionFailed:
+        out.append("condition failed")
+    out.append([table.get(pk, sk)["v"] for sk in ("a", "b")])
+    twice = [
+        {
+            "Update": {
+                "TableName": table.name,
+                "Key": {"pk": {"S": pk}, "sk": {"S": "a"}},
+                "UpdateExpression": "SET w = :w",
+                "ExpressionAttributeValues": {":w": {"N": "1"}},
+            }
+        }
+    ] * 2
+    out.append(_refused(lambda: client.transact_write_items(TransactItems=twice)))
+    many = [
+        {
+            "Update": {
+                "TableName": table.name,
+                "Key": {"pk": {"S": pk}, "sk": {"S": f"m{i}"}},
+                "UpdateExpression": "SET w = :w",
+                "ExpressionAttributeValues": {":w": {"N": "1"}},
+            }
+        }
+        for i in range(101)
+    ]
+    out.append(_refused(lambda: client.transact_write_items(TransactItems=many)))
+    out.append(table.get(pk, "m0") is None)
+    return out
+
+
+def test_a_transaction_is_all_or_none_and_refused_as_moto_refuses_it(moto_table: Table):
+    pk = f"tx-{uuid.uuid4().hex[:8]}"
+    on_moto = _transactions(moto_table, aws_adapter.client("dynamodb"), pk)
+    twin = TwinDynamo(Sim())
+    before = twin.stats.wcu
+    on_twin = _transactions(TwinTable("t", twin), twin, pk)
+    assert on_twin == on_moto
+    assert on_twin[:3] == [[2, 2], "condition failed", [2, 2]]
+    assert on_twin[3] == on_twin[4] == ("error", "ValidationException") and on_twin[5] is True
+    # Two puts (1 WCU each), then two transactions of two items at 2 WCU an item, cancelled or not.
+    assert twin.stats.wcu - before == 2 + 4 + 4

@@ -9,12 +9,19 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
 from sluice import codec, errors
-from sluice.adapters.dynamo import ConditionFailed, Table, batch_delete, batch_get_across, batch_get_available
+from sluice.adapters.dynamo import (
+    ConditionFailed,
+    Table,
+    Update,
+    batch_delete,
+    batch_get_across,
+    batch_get_available,
+)
 from sluice.codec import StoredMessage
 from sluice.engine import keys
 from sluice.engine.backend import Backend
@@ -99,6 +106,7 @@ def lane_of(lane: int, item: Item | None) -> LaneState:
         frozenset(acked or ()),
         int(item.get(keys.STATE_AT, 0)),
         int(item.get(keys.STATE_ACKS_ADDED, 0)),
+        int(item.get(keys.STATE_RETIRED, 0)),
     )
 
 
@@ -117,6 +125,8 @@ def cursor_of(item: Item | None) -> Cursor | None:
         high=int(item.get(keys.CURSOR_HIGH, 1)),
         ranges=ranges,
         ceiling=int(item.get(keys.CURSOR_CEILING, MAX_LANES)),
+        stripe=int(item.get(keys.CURSOR_STRIPE, 0)),
+        epoch=int(item.get(keys.CURSOR_EPOCH, 0)),
     )
 
 
@@ -614,7 +624,7 @@ class DynamoShardStore:
             values={":ak": set(records), ":one": 1},
         )
 
-    def split(self, at: ShardAddress, group: str, lanes: int) -> bool:
+    def split(self, at: ShardAddress, group: str, lanes: int, stripe: int = 0) -> bool:
         names = {
             "#c": keys.CURSOR_NEXT,
             "#n": keys.CURSOR_LANES,
@@ -627,15 +637,22 @@ class DynamoShardStore:
         # The cursor starts at lane 0's read level as stored at this moment (every operand reads the item
         # before the update), whatever its puller did meanwhile; and lane 0's version moves on, so a
         # puller that read it before the split cannot commit over it. Never fails for contention.
+        expression, values = "SET #lo = #rd, #hi = #rd, #c = #rd, #n = :l, #h = :l", {":l": lanes, ":one": 1}
+        added = "#v :one"
+        if stripe:  # a new epoch of stripes
+            names["#sb"], values[":sb"] = keys.CURSOR_STRIPE, stripe
+            names["#ep"] = keys.CURSOR_EPOCH
+            expression += ", #sb = :sb"
+            added += ", #ep :one"
         pk, sk = self._lane_key(at, group, 0)
         try:
             self._table(at).update(
                 pk,
                 sk,
-                "SET #lo = #rd, #hi = #rd, #c = #rd, #n = :l, #h = :l ADD #v :one",
+                f"{expression} ADD {added}",
                 condition="attribute_not_exists(#c) AND attribute_exists(#rd)",
                 names=names,
-                values={":l": lanes, ":one": 1},
+                values=values,
             )
         except ConditionFailed:
             return False
@@ -672,7 +689,15 @@ class DynamoShardStore:
             return False
         return True
 
-    def merge(self, at: ShardAddress, group: str, lane0: GroupState, old_version: int, seen: Cursor) -> bool:
+    def merge(
+        self,
+        at: ShardAddress,
+        group: str,
+        lane0: GroupState,
+        old_version: int,
+        seen: Cursor,
+        stripes: Mapping[int, GroupState] | None = None,
+    ) -> bool:
         names = {
             "#s": keys.STATE_BLOB,
             "#v": keys.STATE_VERSION,
@@ -680,9 +705,10 @@ class DynamoShardStore:
             "#n": keys.CURSOR_LANES,
             "#h": keys.CURSOR_HIGH,
             "#lc": keys.CURSOR_CEILING,
+            "#sb": keys.CURSOR_STRIPE,
             "#rd": keys.STATE_READ,
         }
-        removed = ["#c", "#n", "#h", "#lc"]
+        removed = ["#c", "#n", "#h", "#lc", "#sb"]
         for lane in seen.ranges:
             names[f"#lo{lane}"], names[f"#hi{lane}"] = f"{keys.RANGE_LO}{lane}", f"{keys.RANGE_HI}{lane}"
             removed += [f"#lo{lane}", f"#hi{lane}"]
@@ -698,18 +724,32 @@ class DynamoShardStore:
             condition, values[":v"] = "#v = :v", old_version
         condition += " AND #c = :c"  # every claim moves the cursor: no lane gained work since `seen`
         pk, sk = self._lane_key(at, group, 0)
+        expression = f"SET #s = :s, #v = :v1, #rd = :rd REMOVE {', '.join(removed)}"
         try:
-            self._table(at).update(
-                pk,
-                sk,
-                f"SET #s = :s, #v = :v1, #rd = :rd REMOVE {', '.join(removed)}",
-                condition=condition,
-                names=names,
-                values=values,
-            )
+            if not seen.stripe:
+                self._table(at).update(pk, sk, expression, condition=condition, names=names, values=values)
+                return True
+            # Stripes claim nothing, so the cursor does not say they gained no work: each stripe lane is
+            # written too, on the version the merge saw (a puller's lease there since fails the whole),
+            # and retired for the epoch (a puller that read the cursor before the merge and its lane
+            # after it reads nothing new there; one that read the lane before fails its commit).
+            updates = [Update(pk, sk, expression, condition, names, values)]
+            for lane, state in sorted((stripes or {}).items()):
+                updates.append(self._retirement(at, group, lane, state, seen.epoch))
+            self._table(at).update_together(updates)
         except ConditionFailed:
             return False
         return True
+
+    def _retirement(self, at: ShardAddress, group: str, lane: int, state: GroupState, epoch: int) -> Update:
+        names = {"#s": keys.STATE_BLOB, "#v": keys.STATE_VERSION, "#rt": keys.STATE_RETIRED}
+        values: dict[str, Any] = {":s": state.encode(), ":v1": state.version + 1, ":rt": epoch}
+        if state.version == 0:
+            condition = "attribute_not_exists(#v)"
+        else:
+            condition, values[":v"] = "#v = :v", state.version
+        pk, sk = self._lane_key(at, group, lane)
+        return Update(pk, sk, "SET #s = :s, #v = :v1, #rt = :rt", condition, names, values)
 
     def put_state(self, at: ShardAddress, group: str, state: GroupState) -> None:
         pk, sk = self._lane_key(at, group, 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -361,13 +361,14 @@ class MemoryShardStore:
             item.added += 1
             self.writes += 1
 
-    def split(self, at: ShardAddress, group: str, lanes: int) -> bool:
+    def split(self, at: ShardAddress, group: str, lanes: int, stripe: int = 0) -> bool:
         with self._lock:
             zero = self._lane(at, group, 0)
             if zero.next is not None or zero.blob is None:
                 return False
             read = GroupState.decode(zero.blob, zero.version).read
-            zero.next, zero.lanes, zero.high = read, lanes, lanes
+            zero.next, zero.lanes, zero.high, zero.stripe = read, lanes, lanes, stripe
+            zero.epoch += 1 if stripe else 0
             zero.ranges[0] = (read, read)
             zero.version += 1
             return True
@@ -389,13 +390,27 @@ class MemoryShardStore:
             self.writes += 1
             return True
 
-    def merge(self, at: ShardAddress, group: str, lane0: GroupState, old_version: int, seen: Cursor) -> bool:
+    def merge(
+        self,
+        at: ShardAddress,
+        group: str,
+        lane0: GroupState,
+        old_version: int,
+        seen: Cursor,
+        stripes: Mapping[int, GroupState] | None = None,
+    ) -> bool:
         with self._lock:
             zero = self._lane(at, group, 0)
             if zero.version != old_version or zero.next != seen.next:
                 return False
+            retiring = [(self._lane(at, group, lane), state) for lane, state in (stripes or {}).items()]
+            if any(item.version != state.version for item, state in retiring):
+                return False
+            for item, state in retiring:
+                item.version, item.blob, item.retired = state.version + 1, state.encode(), seen.epoch
             zero.version, zero.blob = old_version + 1, lane0.encode()
             zero.next, zero.lanes, zero.high, zero.ranges, zero.ceiling = None, 1, 1, {}, MAX_LANES
+            zero.stripe = 0
             return True
 
     def put_state(self, at: ShardAddress, group: str, state: GroupState) -> None:
@@ -423,12 +438,17 @@ class _LaneItem:
     high: int = 1
     ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
     ceiling: int = MAX_LANES
+    stripe: int = 0
+    epoch: int = 0
+    retired: int = 0
 
     def typed(self, lane: int) -> LaneState:
         state = GroupState() if self.blob is None else GroupState.decode(self.blob, self.version)
-        return LaneState(lane, state, self.acked, self.last_ms, self.added)
+        return LaneState(lane, state, self.acked, self.last_ms, self.added, self.retired)
 
     def cursor(self) -> Cursor | None:
         if self.next is None:
             return None
-        return Cursor(self.next, self.lanes, self.high, dict(self.ranges), self.ceiling)
+        return Cursor(
+            self.next, self.lanes, self.high, dict(self.ranges), self.ceiling, self.stripe, self.epoch
+        )

@@ -7,7 +7,7 @@ of the engine's logic). Both keep the same conditions, so a test on one holds fo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from sluice.codec import StoredMessage
@@ -213,10 +213,11 @@ class ShardStore(Protocol):
         a condition)."""
         ...
 
-    def split(self, at: ShardAddress, group: str, lanes: int) -> bool:
+    def split(self, at: ShardAddress, group: str, lanes: int, stripe: int = 0) -> bool:
         """One lane → `lanes`: the cursor starts at lane 0's read level as stored (lane 0 keeps its pending
-        set; its version moves on, so no puller commits over the split). False when already split or
-        lane 0 never committed."""
+        set; its version moves on, so no puller commits over the split). With `stripe`, lanes 1 .. lanes
+        - 1 read blocks of that many sequences in turn, in a new epoch (`Cursor`). False when already
+        split or lane 0 never committed."""
         ...
 
     def set_lanes(self, at: ShardAddress, group: str, lanes: int, high: int, seen: Cursor) -> bool:
@@ -228,10 +229,20 @@ class ShardStore(Protocol):
         merged or the ceiling changed since `seen`. Touches no lane's state or version."""
         ...
 
-    def merge(self, at: ShardAddress, group: str, lane0: GroupState, old_version: int, seen: Cursor) -> bool:
+    def merge(
+        self,
+        at: ShardAddress,
+        group: str,
+        lane0: GroupState,
+        old_version: int,
+        seen: Cursor,
+        stripes: Mapping[int, GroupState] | None = None,
+    ) -> bool:
         """Back to one lane: lane 0 reads on from `lane0.read` (the caller saw every lane hold nothing and
         nothing unclaimed, in `seen`); holds only while lane 0's version and the cursor are as seen (every
-        claim moves the cursor, so no lane gained work). False when anything changed meanwhile."""
+        claim moves the cursor, so no lane gained work). A striped split's lanes (`stripes`: each stripe
+        lane's state as seen, with its version) are retired with it, all or none, each only while its
+        version is as seen. False when anything changed meanwhile."""
         ...
 
     def put_state(self, at: ShardAddress, group: str, state: GroupState) -> None:
