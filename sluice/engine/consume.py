@@ -435,9 +435,9 @@ class Consumer:
             if cursor.stripe:
                 # One read of HEAD and lane 0 (their partition): another empty pull may have merged it
                 # (a failed transaction costs two write units a lane).
-                now = self.store.read_lanes(idle.address, group, [], head=True)
-                head, zero = now.head, now.lanes[0].state
-                if head is None or now.cursor != cursor or zero.version != idle.version:
+                fresh = self.store.read_lanes(idle.address, group, [], head=True)
+                head, zero = fresh.head, fresh.lanes[0].state
+                if head is None or fresh.cursor != cursor or zero.version != idle.version:
                     return
                 if any(idle.lanes.unread(lane, head.next) for lane in idle.lanes.lanes):
                     return
@@ -549,9 +549,10 @@ class Consumer:
 
     def _stripe(self, pull: _Pull, view: LaneView, cycle_s: float, *, shared: bool) -> bool:
         """Cut lane 0 of a shard that one lane reads into stripes when its puller, back after `cycle_s`,
-        falls behind a live stream or shares the lane (a lost race, or others' commits since its own:
-        `lanes.stripes_for`); True when it did. Each stripe's puller keeps to it and reads each new
-        block of it as it comes, without claims: a live stream's pullers neither race nor claim."""
+        shares it with others (a lost race, or others' commits since its own) and the send rate needs
+        more than one puller (`lanes.stripes_for`); True when it did. Each stripe's puller keeps to it
+        and reads each new block of it as it comes, without claims: a live stream's pullers neither race
+        nor claim."""
         head = view.head
         if pull.queue.settings.ordered or head is None or not view.cursor_known:
             return False

@@ -298,13 +298,14 @@ def fed_lanes(unclaimed: int, want: int) -> int:
 
 
 def stripes_for(rate: float | None, unread: int, batch: int, cycle_s: float, *, shared: bool) -> int:
-    """Stripes for a shard one lane reads, whose puller, back after `cycle_s`, leased a batch of `batch`
-    and either left `unread` at least another batch (it falls behind) or found that others had leased
-    from its lane meanwhile (`shared`: they keep up only by taking turns on one item), while the shard
-    receives `rate` msg/s. As many pullers as the rate needs at that pace, with STRIPE_HEADROOM, up to
-    MAX_STRIPES; none below two, nor while what waits is more than STRIPE_BACKLOG_S of sends (a
-    backlog: claims spread it over more lanes than stripes would)."""
-    if rate is None or (unread < batch and not shared) or unread > rate * STRIPE_BACKLOG_S:
+    """Stripes for a shard one lane reads, whose puller, back after `cycle_s` with a batch of `batch`,
+    found that others had leased from its lane meanwhile or beat it to a commit there (`shared`: they
+    keep up only by taking turns on one item), while the shard receives `rate` msg/s. As many pullers
+    as the rate needs at that pace, with STRIPE_HEADROOM, up to MAX_STRIPES; none below two, nor for a
+    puller alone on the lane (stripes would only split its batches over more commits), nor while what
+    waits (`unread`) is more than STRIPE_BACKLOG_S of sends (a backlog: claims spread it over more
+    lanes than stripes would)."""
+    if rate is None or not shared or unread > rate * STRIPE_BACKLOG_S:
         return 0
     stripes = min(MAX_STRIPES, math.ceil(STRIPE_HEADROOM * rate * cycle_s / batch))
     return stripes if stripes >= 2 else 0

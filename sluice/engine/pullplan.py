@@ -46,7 +46,7 @@ BUSY_MS = 200  # a lane committed this recently has a puller: others look elsewh
 # race (twin, 100 pullers on 32 shards at 30,000 msg/s: 49-57 % of lane writes lost, 16-35 % leaving them).
 PATIENT_BUSY_MS = 100
 # A stripe lane is its puller's while it polls (it keeps to it, empty or not): for this long after its
-# last commit a patient poll leaves it alone (twin, 100 pullers at 30,000 msg/s on 32 shards: 2.1-2.6 %
+# last commit a patient poll leaves it alone (twin, 100 pullers at 30,000 msg/s on 32 shards: 2.4-4.8 %
 # of lane writes lost, against 15-22 % with lanes anyone takes).
 HELD_MS = 1_000
 BEHIND_BLOCKS = 2  # ... unless it holds this many blocks unread (`_behind`)
