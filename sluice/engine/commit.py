@@ -59,6 +59,11 @@ class LaneView:
         return view
 
     @property
+    def on_stripe(self) -> bool:
+        """Whether this lane reads a stripe of a striped split (lanes 1 .., not its lane 0)."""
+        return bool(self.lane and self.cursor is not None and self.cursor.stripe)
+
+    @property
     def bounds(self) -> tuple[int, int] | None:
         """The range this lane reads: its claim [lo, hi) (from the cursor, or the end its state adopted
         when the cursor was not read); (0, HEAD next) for the one lane; None when that is not known."""

@@ -40,7 +40,7 @@ from sluice.engine.lanes import (
 from sluice.engine.leasebook import LeaseBook, Op, Outcome
 from sluice.engine.longpoll import Watch
 from sluice.engine.publish import Publisher, message_id
-from sluice.engine.pullplan import BUSY_MS, HELD_MS, Busy, PullPlanner, stripe_lane
+from sluice.engine.pullplan import BUSY_MS, HELD_MS, Busy, PullPlanner
 from sluice.engine.queues import QueueDirectory
 from sluice.engine.regions import RegionBreaker, region_key
 from sluice.engine.shardlease import CarriedAcks, LaneKey, ShardLeaser, Tally, gone
@@ -421,7 +421,7 @@ class Consumer:
             if lanes.cursor.stripe and now - max(ls.last_ms for ls in lanes.lanes.values()) < HELD_MS:
                 continue  # a stripe's puller may be waiting on it: a live stream's pause, not its end
             # Nothing unclaimed: cur >= HEAD next (>= the floor), an item boundary where lane 0 reads on.
-            out.append(_Idle(read.address, lanes, lanes.lane0.state.version))
+            out.append(_Idle(read.address, lanes))
         return out
 
     def _merge(self, group: str, idle: _Idle) -> None:
@@ -437,7 +437,7 @@ class Consumer:
                 # (a failed transaction costs two write units a lane).
                 fresh = self.store.read_lanes(idle.address, group, [], head=True)
                 head, zero = fresh.head, fresh.lanes[0].state
-                if head is None or fresh.cursor != cursor or zero.version != idle.version:
+                if head is None or fresh.cursor != cursor or zero.version != idle.lanes.lane0.state.version:
                     return
                 if any(idle.lanes.unread(lane, head.next) for lane in idle.lanes.lanes):
                     return
@@ -446,7 +446,7 @@ class Consumer:
             else:
                 level = cursor.next
             lane0 = GroupState(read=level, read_item=level)
-            self.store.merge(idle.address, group, lane0, idle.version, cursor, stripes)
+            self.store.merge(idle.address, group, lane0, idle.lanes.lane0.state.version, cursor, stripes)
 
     def _lease_from(
         self,
@@ -523,7 +523,7 @@ class Consumer:
         # Two pullers on one lane: each lost race sends the loser away with even odds (both leaving at
         # once would send them all to the same few lanes they see next). A stripe lane is kept empty too:
         # its puller waits for its next block there, and others leave it alone (`Busy.held_ms`).
-        holds = got or (own and not lost and stripe_lane(view))
+        holds = got or (own and not lost and view.on_stripe)
         if holds and (not lost or random.random() < 0.5):
             self.planner.keep(view)
         else:
@@ -768,7 +768,6 @@ class _Idle:
 
     address: ShardAddress
     lanes: GroupLanes
-    version: int  # lane 0's, as surveyed
 
 
 @dataclass

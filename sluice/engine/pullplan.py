@@ -65,13 +65,8 @@ class Busy:
 
     def __call__(self, view: LaneView, now_ms: int) -> bool:
         own = (view.address.id, view.lane, view.state.version) in self.mine
-        ms = self.held_ms if stripe_lane(view) and not _behind(view) else self.ms
+        ms = self.held_ms if view.on_stripe and not _behind(view) else self.ms
         return now_ms - view.last_ms < ms and not own
-
-
-def stripe_lane(view: LaneView) -> bool:
-    """Whether `view` is a lane of a striped split reading a stripe (not its lane 0)."""
-    return bool(view.lane and view.cursor is not None and view.cursor.stripe)
 
 
 def _behind(view: LaneView) -> bool:

@@ -180,7 +180,7 @@ class ShardLeaser:
         """[start, end) of fresh sequences this lane reads now (claiming its next range when its own is
         read); None when it has none."""
         view = take.view
-        if view.cursor is not None and view.cursor.stripe and view.lane:
+        if view.on_stripe and view.cursor is not None:
             return self._stripe(view, view.cursor)
         bounds = view.bounds
         if (
@@ -197,7 +197,7 @@ class ShardLeaser:
                     return None  # the lanes were merged back into lane 0: this one reads nothing new
                 head = self.head(view)
                 return max(view.state.read, head.floor), head.next
-            if view.cursor.stripe and view.lane:
+            if view.on_stripe:
                 return self._stripe(view, view.cursor)
             lo, hi = view.cursor.range_of(view.lane)
             if max(view.state.read, lo) >= hi:
