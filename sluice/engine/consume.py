@@ -40,7 +40,7 @@ from sluice.engine.lanes import (
 from sluice.engine.leasebook import LeaseBook, Op, Outcome
 from sluice.engine.longpoll import Watch
 from sluice.engine.publish import Publisher, message_id
-from sluice.engine.pullplan import BUSY_MS, HELD_MS, Busy, PullPlanner
+from sluice.engine.pullplan import BUSY_MS, HELD_MS, Busy, Holds, PullPlanner, shares_lane
 from sluice.engine.queues import QueueDirectory
 from sluice.engine.regions import RegionBreaker, region_key
 from sluice.engine.shardlease import CarriedAcks, LaneKey, ShardLeaser, Tally, gone
@@ -116,11 +116,17 @@ class Consumer:
         watch: Watch | None = None
         moved: frozenset[int] | None = None  # survey only these shards (None: every shard)
         while True:
-            if clock.monotonic() >= deadline:
-                moved = None  # the answer at the end of the wait is a survey of every shard
+            final = clock.monotonic() >= deadline
+            if final:
+                moved = None  # the answer at the end of the wait is a survey of every shard ...
+            holds = self.planner.holds(queue_name, group)
+            held = holds.active(clock())
+            if held:  # ... but those whose stripes are held (an estimate)
+                every = frozenset(s.id for s in self.directory.get(queue_name).readable_shards)
+                moved = (every if moved is None else moved) - held
             budget = ByteBudget(max_bytes, size_of) if size_of else None
             patient = clock.monotonic() + BUSY_MS / 1000 < deadline  # a later poll can take busy lanes
-            result, watch = self._pull_once(
+            result, watch, found = self._pull_once(
                 queue_name,
                 group,
                 batch_size,
@@ -132,20 +138,31 @@ class Consumer:
                 moved,
                 patient,
             )
+            if moved is None:
+                self.planner.found_holds(queue_name, group, found)
+            elif held:
+                result.message_backlog_count += holds.figures.backlog  # as last surveyed
             remote_until = deadline
             if carried is not None:
                 acked, carried = carried.result(), None  # applied once: the polls that follow only pull
             result.ack = acked
-            if result.messages or (moved is None and clock.monotonic() >= deadline):
+            if result.messages or final:
                 return result
-            delay, moved = self._wait(queue_name, watch, deadline, delay, longest)
+            delay, moved = self._wait(queue_name, group, watch, deadline, delay, longest)
 
     def _wait(
-        self, queue_name: str, watch: Watch | None, deadline: float, delay: float, longest: float
+        self,
+        queue_name: str,
+        group: str,
+        watch: Watch | None,
+        deadline: float,
+        delay: float,
+        longest: float,
     ) -> tuple[float, frozenset[int] | None]:
         """Sleep until the next survey: one poll interval, or, with a `watch` (the shards' last surveys
         found nothing available), until shards move, with one cheap read a poll interval (and at the
-        earliest due time). (The next interval, the shards to survey: None for every shard.)"""
+        earliest due time); while every shard's stripes are held (`Holds`), until a hold may lapse.
+        (The next interval, the shards to survey: None for every shard.)"""
         clock = self.clock
         while True:
             pause = min(delay, max(0.0, deadline - clock.monotonic()))
@@ -153,7 +170,13 @@ class Consumer:
                 pause = min(pause, max(0.0, (watch.next_due_ms + 1 - clock()) / 1000))  # just past due
             clock.sleep(pause)
             delay = min(delay * 2, longest)
-            if watch is None or clock.monotonic() >= deadline:
+            if clock.monotonic() >= deadline:
+                return delay, None
+            if watch is None:
+                queue = self.directory.get(queue_name)
+                held = self.planner.holds(queue_name, group).active(clock())
+                if {s.id for s in queue.readable_shards} <= held:
+                    continue  # nothing to take before a hold lapses
                 return delay, None
             moved = self._moved(queue_name, watch, deadline)
             if moved is None or moved == watch.shards:
@@ -189,10 +212,11 @@ class Consumer:
         watch: Watch | None = None,
         moved: frozenset[int] | None = None,
         patient: bool = False,
-    ) -> tuple[LeasedBatch, Watch | None]:
-        """One poll of every readable shard, or of the `moved` ones only (those `watch` saw move; the
-        answer is then an estimate, the other shards' figures as `watch` saw them). The answer, and
-        what to watch until the next poll when every shard's last survey found nothing available.
+    ) -> tuple[LeasedBatch, Watch | None, Holds]:
+        """One poll of every readable shard, or of the `moved` ones only (those `watch` saw move, or
+        those without held stripes; the answer is then an estimate, the other shards' figures as `watch`
+        saw them). The answer, what to watch until the next poll when every shard's last survey found
+        nothing available, and the shards whose stripes its surveys found held.
         `patient`: a long-poll's poll with time left, which leaves lanes with a puller on them alone."""
         queue = self.directory.get(queue_name)
         if queue.paused or group not in queue.groups:
@@ -263,19 +287,24 @@ class Consumer:
             pull.figures.in_flight = max(0, pull.figures.in_flight - carried.late[group])
         figures = pull.figures
         following = self._next_watch(queue, pull, exact, watch, moved)
-        if moved is not None and watch is not None:
+        if moved is not None:
             exact = False  # the other shards as surveyed before: an estimate
-            figures.add(watch.figures(self.clock(), without=moved))
-        return LeasedBatch(
-            messages=pull.out,
-            message_backlog_count=figures.backlog,  # unacked, in flight included
-            backlog_exact=exact,
-            backlog=BacklogFigures(
-                available=figures.available, in_flight=figures.in_flight, delayed=figures.delayed
-            )
-            if exact
-            else None,
-        ), following
+            if watch is not None:
+                figures.add(watch.figures(self.clock(), without=moved))
+        return (
+            LeasedBatch(
+                messages=pull.out,
+                message_backlog_count=figures.backlog,  # unacked, in flight included
+                backlog_exact=exact,
+                backlog=BacklogFigures(
+                    available=figures.available, in_flight=figures.in_flight, delayed=figures.delayed
+                )
+                if exact
+                else None,
+            ),
+            following,
+            Holds.of(list(pull.surveyed.values()), group, self.clock(), pull.taken),
+        )
 
     @staticmethod
     def _next_watch(
@@ -325,8 +354,11 @@ class Consumer:
         places = self.planner.places(reads, group, surveyed_at, tried, busy=False, taken=pull.taken)
         self._lease_from(pull, places, tried, busy=False)
         if not whole:
-            if pull.full:
-                pull.exact = False  # claimed from the unclaimed backlog: enough, without reading every lane
+            if pull.full or (pull.patient and not pull.exact):
+                # Claimed from the unclaimed backlog: enough, without reading every lane. Or a patient
+                # poll that left lanes to their pullers: its answer is an estimate already, and it would
+                # lease nothing of what the other lanes' read finds (`_last_resort`).
+                pull.exact = False
                 pull.figures.add(figures)
                 return
             reads = self._surveyed(pull, *self.planner.survey_lanes(queue, group, reads))
@@ -337,7 +369,7 @@ class Consumer:
                 pull.carried.surveyed = True
         if not pull.full:
             places = self.planner.places(reads, group, surveyed_at, tried, busy=True, taken=pull.taken)
-            self._lease_from(pull, self._unless_patient(pull, places), tried, busy=True)
+            self._lease_from(pull, self._last_resort(pull, places), tried, busy=True)
         figures.leased(len(pull.out) - leased_before)  # what this pull leased since: in flight now
         pull.figures.add(figures)
         if not pull.out:
@@ -384,26 +416,24 @@ class Consumer:
         for busy in (False, True):
             if not pull.full:
                 places = self.planner.places(reads, group, self.clock(), tried, busy=busy, taken=pull.taken)
-                self._lease_from(
-                    pull, self._unless_patient(pull, places) if busy else places, tried, busy=busy
-                )
+                self._lease_from(pull, self._last_resort(pull, places) if busy else places, tried, busy=busy)
         if not pull.full:
             return False  # the survey of every shard follows (the sample's lanes are not tried again)
         pull.exact = False
         pull.figures.add(figures.scaled(len(shards) / len(sample)))
         return True
 
-    @staticmethod
-    def _unless_patient(
-        pull: _Pull, places: list[LaneView | tuple[Shard, int]]
+    def _last_resort(
+        self, pull: _Pull, places: list[LaneView | tuple[Shard, int]]
     ) -> list[LaneView | tuple[Shard, int]]:
         """The last resort's `places` (lanes with a puller on them among them), or none for a patient
         poll: it leaves them to their pullers, a later poll tries them (the one at the deadline at the
-        latest), and its answer proves nothing about them."""
-        if not pull.patient or not places:
-            return places
-        pull.exact = False
-        return []
+        latest), and its answer proves nothing about them. No poll takes a held stripe (`Busy.held`)."""
+        now = self.clock()
+        kept = [] if pull.patient else [p for p in places if not _held(pull, p, now)]
+        if len(kept) < len(places):
+            pull.exact = False
+        return kept
 
     @staticmethod
     def _idle(reads: list[ShardRead], group: str, now: int) -> list[_Idle]:
@@ -464,6 +494,9 @@ class Consumer:
             if isinstance(place, LaneView):
                 view = place
             elif (place[0].id, place[1]) not in tried:
+                if self.planner.known_held(pull.queue.name, pull.group, place[0].id, place[1], self.clock()):
+                    pull.exact = False  # read held moments ago: its puller reads each block as it comes
+                    continue
                 view = self.planner.lane(
                     pull.queue,
                     place[0],
@@ -472,6 +505,10 @@ class Consumer:
                     fail_fast=bool(pull.out),
                     seen=pull.surveyed.get(place[0].id),
                 )
+                if pull.taken.held(view, self.clock()):
+                    self.planner.saw_held(view, pull.taken.held_ms)
+                    pull.exact = False
+                    continue
                 if not busy and pull.taken(view, self.clock()):
                     continue  # its puller is on it: look elsewhere first (a survey comes back to it)
             else:
@@ -484,6 +521,7 @@ class Consumer:
         lost on the lane this container keeps to means more pullers than lanes there: widen them (a
         newcomer's lost race only means it picked a taken lane: it looks elsewhere)."""
         tried.add((view.address.id, view.lane))
+        read_ms = view.last_ms  # the lane's last commit before this pull's
         tally = Tally()
         try:
             got = self.leaser.take(
@@ -504,10 +542,12 @@ class Consumer:
             pull.exact = False
             return
         pull.out += got
-        before = self.planner.last_commit(view, self.clock())
+        now = self.clock()
+        before = self.planner.last_commit(view, now)
+        last = self.planner.last_commit_ms(pull.queue.name, pull.group, now)
         over = view.state.version - 1  # the version this pull's commit replaced (when it got some)
         if got:
-            self.planner.committed(view, self.clock())
+            self.planner.committed(view, now)
         if tally.contended or (tally.lost_races and not got):
             # A lane with work was left to its puller, or the winner moved it past what the survey saw
             # (it split the shard: the backlog this lane had is now the other lanes' to claim): no proof
@@ -515,9 +555,9 @@ class Consumer:
             pull.exact = False
         lost = tally.lost_races > 0
         cut = False
-        if (got or lost) and before is not None and view.lane == 0 and view.cursor is None:
-            cycle_s = (self.clock() - before[1]) / 1000
-            cut = self._stripe(pull, view, cycle_s, shared=lost or over != before[0])
+        if (got or lost) and last is not None and view.lane == 0 and view.cursor is None:
+            shared = lost or shares_lane(before, over, read_ms, last)
+            cut = self._stripe(pull, view, (now - last) / 1000, shared=shared)
         if lost and own and not cut:
             self._widen(pull, view)
         # Two pullers on one lane: each lost race sends the loser away with even odds (both leaving at
@@ -760,6 +800,10 @@ class Consumer:
         if all(group in queue.groups and shard_id in known for group, shard_id, _ in leased):
             return queue
         return self.directory.registry.get(queue.name)
+
+
+def _held(pull: _Pull, place: LaneView | tuple[Shard, int], now_ms: int) -> bool:
+    return isinstance(place, LaneView) and pull.taken.held(place, now_ms)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sluice import errors
@@ -64,9 +64,16 @@ class Busy:
     held_ms: int = BUSY_MS  # the same for a stripe lane (its puller keeps to it)
 
     def __call__(self, view: LaneView, now_ms: int) -> bool:
-        own = (view.address.id, view.lane, view.state.version) in self.mine
-        ms = self.held_ms if view.on_stripe and not _behind(view) else self.ms
-        return now_ms - view.last_ms < ms and not own
+        return self.held(view, now_ms) or (now_ms - view.last_ms < self.ms and not self._own(view))
+
+    def held(self, view: LaneView, now_ms: int) -> bool:
+        """A stripe lane its puller holds: no poll takes it, not even as the last resort (the deadline's
+        poll of 1,000 long-polls raced its holder for every block)."""
+        recent = view.last_ms > 0 and now_ms - view.last_ms < self.held_ms
+        return view.on_stripe and recent and not _behind(view) and not self._own(view)
+
+    def _own(self, view: LaneView) -> bool:
+        return (view.address.id, view.lane, view.state.version) in self.mine
 
 
 def _behind(view: LaneView) -> bool:
@@ -76,6 +83,55 @@ def _behind(view: LaneView) -> bool:
     if cursor is None or head is None:
         return False
     return cursor.striped(view.lane, view.state.read, head.next) >= BEHIND_BLOCKS * cursor.stripe
+
+
+@dataclass(frozen=True)
+class Holds:
+    """Striped shards whose every stripe a puller holds (`Busy.held`) and whose lane 0 holds nothing, as
+    this container last surveyed them: its polls leave them out until `until_ms`, the first moment a
+    hold may lapse, and answer an estimate (`figures`: their backlog then). A puller without a stripe
+    surveying them again at every poll only read (twin, 125 pullers at 12,500 msg/s on 4 shards: 2.8
+    RRU a message, 30,000 lane reads) and, at its long-poll's deadline, raced their holders."""
+
+    shards: frozenset[int] = frozenset()
+    until_ms: int = 0
+    figures: Figures = field(default_factory=Figures)
+
+    def active(self, now_ms: int) -> frozenset[int]:
+        """The shards to leave out now."""
+        return self.shards if now_ms < self.until_ms else frozenset()
+
+    @staticmethod
+    def of(reads: Sequence[ShardRead], group: str, now_ms: int, taken: Busy) -> Holds:
+        shards, until, figures = set(), None, Figures()
+        for read in reads:
+            lanes = read.groups[group]
+            cursor = lanes.cursor
+            if cursor is None or not cursor.stripe or len(lanes.lanes) < lanes.high:
+                continue  # not striped, or not every lane read
+            zero = lanes.lane0
+            if set(zero.state.pending) - zero.acked_seqs or lanes.unread(0, read.head.next):
+                continue  # lane 0 keeps what it held at the cut: its leases may come due
+            views = [LaneView.of(read.address, group, ls, cursor, read.head) for ls in lanes.lanes.values()]
+            stripes = [view for view in views if view.on_stripe]
+            if stripes and all(taken.held(view, now_ms) for view in stripes):
+                shards.add(read.shard.id)
+                figures.add(read.figures(group, now_ms))
+                lapse = min(view.last_ms for view in stripes) + taken.held_ms
+                until = lapse if until is None else min(until, lapse)
+        return Holds(frozenset(shards), until or 0, figures)
+
+
+def shares_lane(mine: tuple[int, int] | None, replaced: int, lane_last_ms: int, last_ms: int) -> bool:
+    """Whether others commit on a lane this container just committed (a stripe cut's evidence): another
+    commit since this container's own last one there (`mine`: (version, when), against the version its
+    commit `replaced`), or, for a newcomer to it, a commit there since its last commit anywhere
+    (`last_ms`, a cycle ago; `lane_last_ms`: the lane's last commit as read). So a lane that a herd of
+    rotating pullers shares is cut by whichever of them wins it (twin, 125 pullers at 12,500 msg/s on 4
+    shards: 10.2 % of lane writes lost when only a puller coming back could cut, 2.8 % with this)."""
+    if mine is not None:
+        return replaced != mine[0]
+    return lane_last_ms >= last_ms
 
 
 SAMPLE_SHARDS = 8  # under load, a pull first looks at this many random shards (HEAD + lane 0 each)
@@ -152,19 +208,21 @@ class PullPlanner:
         ms); None when there was none."""
         return self._recent(view.address.queue, view.group, now_ms).get((view.address.id, view.lane))
 
+    def last_commit_ms(self, queue: str, group: str, now_ms: int) -> int | None:
+        """When this container last committed any lane of the group within HELD_MS (None: not lately)."""
+        return max((at for _v, at in self._recent(queue, group, now_ms).values()), default=None)
+
     def committed(self, view: LaneView, now_ms: int) -> None:
         """This container's commit is `view`'s lane's latest (see `Busy`)."""
         recent = self._recent(view.address.queue, view.group, now_ms)
         recent[(view.address.id, view.lane)] = (view.state.version, now_ms)
 
     def busy(self, queue: Queue, group: str, now_ms: int, *, patient: bool) -> Busy:
-        """How a poll tells lanes with another puller on them: for a patient one, those committed in
-        the last PATIENT_BUSY_MS (HELD_MS for a stripe lane) by another container."""
-        if not patient:
-            return Busy()
+        """How a poll tells lanes with another puller on them: those committed by another container in
+        the last BUSY_MS (PATIENT_BUSY_MS for a patient poll), or HELD_MS for a stripe lane."""
         recent = self._recent(queue.name, group, now_ms)
         mine = frozenset((shard, lane, v) for (shard, lane), (v, _at) in recent.items())
-        return Busy(PATIENT_BUSY_MS, mine, HELD_MS)
+        return Busy(PATIENT_BUSY_MS if patient else BUSY_MS, mine, HELD_MS)
 
     def saw_head(self, queue: str, shard: int, head_next: int, now_ms: int) -> None:
         """A HEAD this container read: its shard's send rate is HEAD `next`'s growth between two reads at
@@ -181,6 +239,32 @@ class PullPlanner:
         """The shard's send rate as this container last measured it (None: not measured yet)."""
         seen: dict[tuple[str, int], tuple[int, int, float | None]] = self._local.__dict__.get("sends", {})
         return seen.get((queue, shard), (0, 0, None))[2]
+
+    def holds(self, queue: str, group: str) -> Holds:
+        """The holds this container's last survey of every shard found (see `Holds`)."""
+        found: dict[tuple[str, str], Holds] = self._local.__dict__.get("holds", {})
+        return found.get((queue, group), Holds())
+
+    def found_holds(self, queue: str, group: str, holds: Holds) -> None:
+        self._local.__dict__.setdefault("holds", {})[(queue, group)] = holds
+
+    def _held_lanes(self, queue: str, group: str) -> dict[tuple[int, int], int]:
+        found: dict[tuple[str, str], dict[tuple[int, int], int]] = self._local.__dict__.setdefault("held", {})
+        return found.setdefault((queue, group), {})
+
+    def saw_held(self, view: LaneView, held_ms: int) -> None:
+        """A stripe lane another puller holds (`Busy.held`), as read: held until its hold may lapse."""
+        held = self._held_lanes(view.address.queue, view.group)
+        held[(view.address.id, view.lane)] = view.last_ms + held_ms
+
+    def known_held(self, queue: str, group: str, shard: int, lane: int, now_ms: int) -> bool:
+        """Whether this container read the lane held by another puller, and the hold cannot have lapsed
+        since: a poll passes over it without reading it again."""
+        held = self._held_lanes(queue, group)
+        until = held.get((shard, lane))
+        if until is not None and until <= now_ms:
+            del held[(shard, lane)]
+        return until is not None and now_ms < until
 
     def keep(self, view: LaneView) -> None:
         self._affinity()[(view.address.queue, view.group)] = Affinity(view.address.id, view.lane)

@@ -5,10 +5,13 @@ acked once; and when the stream stops, an empty pull merges the stripes back int
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 
 from bench.twin.world import build
+from sluice.engine.lanes import STRIPE_BLOCK
+from sluice.engine.pullplan import shares_lane
 from sluice.engine.store import ShardAddress
-from sluice.models import OutgoingMessage
+from sluice.models import LeasedBatch, OutgoingMessage
 
 
 def test_a_stream_one_puller_cannot_keep_up_with_is_striped_and_merged_back_when_it_stops() -> None:
@@ -88,3 +91,55 @@ def test_a_lone_puller_behind_a_stream_keeps_one_lane() -> None:
     sim.spawn("puller", puller)
     sim.run_until(3)
     assert engine.backend.store.read_lanes(at, "default", [], head=False).cursor is None
+
+
+def test_no_pull_takes_a_stripe_its_puller_holds_and_a_long_poll_leaves_it_unread() -> None:
+    """Two pullers hold the two stripes of a shard: a third pull, even one that waits nothing (the
+    last resort of a long-poll's deadline), leaves their new blocks to them and answers an estimate;
+    its container reads the shard again only when a hold may lapse (1 s after its holder's commit)."""
+    world = build(seed=7)
+    engine, sim = world.engine, world.sim
+    queue = engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
+    at = ShardAddress.of(queue, queue.shards[0])
+    answers: dict[str, LeasedBatch] = {}
+    calls: list[int] = []
+
+    def send(n: int) -> None:
+        for _ in range(n // 100):
+            engine.publisher.publish("q", [OutgoingMessage(body=b"x" * 200) for _ in range(100)])
+
+    def pull(name: str, at_s: float, wait_ms: int = 0) -> None:
+        sim.sleep(at_s)
+        before = sum(world.dynamo.stats.attempts.values())
+        answers[name] = world.container().consumer.pull("q", group="default", batch_size=100, wait_ms=wait_ms)
+        if wait_ms:
+            calls.append(sum(world.dynamo.stats.attempts.values()) - before)
+
+    send(100)
+    first = engine.consumer.pull("q", group="default", batch_size=100)  # lane 0 has a read level now
+    engine.consumer.ack("q", [m.lease_id for m in first.messages])
+    assert engine.backend.store.split(at, "default", 3, stripe=STRIPE_BLOCK)  # lane 0 + two stripes
+    send(200)  # a block on each stripe
+    sim.spawn("holder-1", partial(pull, "holder-1", 0.0))
+    sim.spawn("holder-2", partial(pull, "holder-2", 0.01))
+    sim.spawn("sender", lambda: (sim.sleep(0.1), send(200)))
+    sim.spawn("third", lambda: (pull("now", 0.2), pull("waited", 0.0, 500), pull("lapsed", 0.5)))
+    sim.run_until(3)
+    assert len(answers["holder-1"].messages) == len(answers["holder-2"].messages) == 100
+    for name in ("now", "waited"):  # both stripes held: their blocks wait for their holders
+        assert answers[name].messages == [] and not answers[name].backlog_exact
+        assert answers[name].message_backlog_count >= 200
+    # The container's last survey (the pull at 0.2 s) found both stripes held until ~1 s: its long-poll
+    # reads nothing (before holds: 20 calls, a survey of HEAD + lane 0, each stripe alone and every
+    # lane at each of its polls, 50-250 ms apart) and answers the backlog that survey saw.
+    assert calls == [0]
+    assert len(answers["lapsed"].messages) == 100  # at 1.2 s neither holder has committed for 1 s
+
+
+def test_a_lane_is_shared_when_another_commits_on_it_within_the_cycle() -> None:
+    # (version, when) of this container's last commit on the lane; the version its commit replaced.
+    assert not shares_lane((7, 1_000), 7, 1_000, 1_000)  # it came back to its own commit: alone
+    assert shares_lane((7, 1_000), 9, 1_200, 1_000)  # another committed in between
+    # A newcomer (no commit of its own on the lane lately), last committing anywhere at 1,000 ms:
+    assert shares_lane(None, 4, 1_100, 1_000)  # another committed there since: a herd rotates on it
+    assert not shares_lane(None, 4, 900, 1_000)  # nobody since its last commit: it may be alone
