@@ -127,8 +127,8 @@ def shares_lane(mine: tuple[int, int] | None, replaced: int, lane_last_ms: int, 
     commit since this container's own last one there (`mine`: (version, when), against the version its
     commit `replaced`), or, for a newcomer to it, a commit there since its last commit anywhere
     (`last_ms`, a cycle ago; `lane_last_ms`: the lane's last commit as read). So a lane that a herd of
-    rotating pullers shares is cut by whichever of them wins it (twin, 125 pullers at 12,500 msg/s on 4
-    shards: 10.2 % of lane writes lost when only a puller coming back could cut, 2.8 % with this)."""
+    rotating pullers shares is cut by whichever of them wins it, not only by one that comes back to it
+    (docs/performance.md "Stop 45": in the runs there, lost races stayed within their spread before)."""
     if mine is not None:
         return replaced != mine[0]
     return lane_last_ms >= last_ms
