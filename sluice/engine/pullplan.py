@@ -69,8 +69,12 @@ class Busy:
     def held(self, view: LaneView, now_ms: int) -> bool:
         """A stripe lane its puller holds: no poll takes it, not even as the last resort (the deadline's
         poll of 1,000 long-polls raced its holder for every block)."""
-        recent = view.last_ms > 0 and now_ms - view.last_ms < self.held_ms
+        recent = self.recent(view.last_ms, now_ms)
         return view.on_stripe and recent and not _behind(view) and not self._own(view)
+
+    def recent(self, last_ms: int, now_ms: int) -> bool:
+        """Whether a lane last committed at `last_ms` may still be held (a lane never committed is not)."""
+        return last_ms > 0 and now_ms - last_ms < self.held_ms
 
     def _own(self, view: LaneView) -> bool:
         return (view.address.id, view.lane, view.state.version) in self.mine
@@ -109,11 +113,13 @@ class Holds:
             cursor = lanes.cursor
             if cursor is None or not cursor.stripe or len(lanes.lanes) < lanes.high:
                 continue  # not striped, or not every lane read
+            held = [ls for lane, ls in lanes.lanes.items() if lane]
+            if not all(taken.recent(ls.last_ms, now_ms) for ls in held):
+                continue  # a stripe its puller left (or never took): no view built (256 shards: 4,352)
             zero = lanes.lane0
             if set(zero.state.pending) - zero.acked_seqs or lanes.unread(0, read.head.next):
                 continue  # lane 0 keeps what it held at the cut: its leases may come due
-            views = [LaneView.of(read.address, group, ls, cursor, read.head) for ls in lanes.lanes.values()]
-            stripes = [view for view in views if view.on_stripe]
+            stripes = [LaneView.of(read.address, group, ls, cursor, read.head) for ls in held]
             if stripes and all(taken.held(view, now_ms) for view in stripes):
                 shards.add(read.shard.id)
                 figures.add(read.figures(group, now_ms))
