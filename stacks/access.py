@@ -7,7 +7,7 @@ call audit of the test suite records them, and `make test` fails on a grant no c
 | broker      | G P U D Q     | G P U D Q BG | get put delete        | get/put ovf pay                   |
 | consumer    | G U Q         | G P U Q BG   | get (own region)      | get seg ovf pay; put ovf pay      |
 | shard       | G P D Q       | G P U Q BW   | -                     | get/put/del seg; get/del/list pay |
-| coordinator | G P U Q       | U BG         | get put; delete (own) | -                                 |
+| coordinator | G P U Q       | U Q BG       | get put; delete (own) | -                                 |
 
 (G GetItem, P PutItem, U UpdateItem, D DeleteItem, Q Query, BG BatchGetItem, BW BatchWriteItem; seg
 `segments/*`, ovf `overflow/*`, pay `payload/*`, each put with its tag: s3:PutObjectTagging.)
@@ -95,8 +95,8 @@ SHARD_ACTIONS: dict[str, tuple[str, ...]] = {
     c.FN_CONSUMER: _ddb("GetItem", "PutItem", "UpdateItem", "Query", "BatchGetItem"),
     # flush marks and TTL on items, gap tombstones, retention's batch deletes
     c.FN_SHARD: _ddb("GetItem", "PutItem", "UpdateItem", "Query", "BatchWriteItem"),
-    # observing HEADs and group states, sealing shards
-    c.FN_COORDINATOR: _ddb("UpdateItem", "BatchGetItem"),
+    # observing HEADs and group states (and the item holding a stripe's ack level), sealing shards
+    c.FN_COORDINATOR: _ddb("UpdateItem", "Query", "BatchGetItem"),
 }
 SSM_WRITE = ("ssm:PutParameter",)
 SSM_DELETE = ("ssm:DeleteParameters",)  # a queue's parameter and a split map's parts, in one call

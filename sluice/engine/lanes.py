@@ -215,7 +215,9 @@ class GroupLanes:
                 return ls.state.pending[level].item
             if ls.state.read == level:
                 return ls.state.read_item
-        return level  # a claim's first sequence: an item boundary when claims met one (else not found)
+        # A claim's or a stripe block's first sequence: an item boundary only when the item happens to
+        # start there (`oldest_age_s` looks up the item holding it when none does).
+        return level
 
     def apply_floor(self, floor: int) -> set[int]:
         """What a purge removed, dropped from every lane read; the lanes whose state changed."""

@@ -84,7 +84,7 @@ SHARDS = {
     c.FN_BROKER: {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "BatchGetItem"},
     c.FN_CONSUMER: {"GetItem", "PutItem", "UpdateItem", "Query", "BatchGetItem"},
     c.FN_SHARD: {"GetItem", "PutItem", "UpdateItem", "Query", "BatchWriteItem"},
-    c.FN_COORDINATOR: {"UpdateItem", "BatchGetItem"},
+    c.FN_COORDINATOR: {"UpdateItem", "Query", "BatchGetItem"},
 }
 
 

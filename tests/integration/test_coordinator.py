@@ -8,6 +8,7 @@ import threading
 import pytest
 from botocore.exceptions import ClientError
 
+from sluice import constants as c
 from sluice import errors
 from sluice.engine import keys, mapdoc
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig
@@ -497,3 +498,45 @@ def test_a_mirror_left_behind_by_a_delete_is_pruned_and_its_shards_refuse_sends(
     assert all(head(clocked, queue, s.id).get("sealed") for s in queue.shards)
     with pytest.raises(errors.QueueNotFound):
         stale.publish(queue_name, [OutgoingMessage(body=b'"refused"')])
+
+
+def test_the_oldest_age_of_a_striped_shard_is_the_item_its_ack_level_is_in(settings, clock, queue_name):
+    """Items of 30 messages sent a second apart, read by stripes of 100-sequence blocks. A puller that
+    keeps to stripe 1 reads its second block before anyone reads stripe 2: the group's ack level is
+    stripe 2's first block, which starts inside an item and where no lane's read stands, so the
+    coordinator finds that item with a Query (as the coordinator's role: the IAM call audit checks it
+    against the template). Before, the pass left the shard out and reported age 0."""
+    import random
+
+    from sluice.engine.lanes import STRIPE_BLOCK
+    from sluice.engine.store import ShardAddress
+    from sluice.local import callaudit
+    from sluice.service import Sluice
+
+    containers = [Sluice.from_settings(settings, clock=clock) for _ in range(2)]
+    engine = containers[0]
+    engine.queues.create(queue_name, {"min_shards": 1, "max_shards": 1})
+    queue = engine.queues.get(queue_name)
+    started = clock.now
+    for _ in range(20):
+        send(engine, queue_name, 1, per_request=30)
+        clock.advance(1_000)
+    first = engine.consumer.pull(queue_name, group="default", batch_size=10)
+    engine.consumer.ack(queue_name, [m.lease_id for m in first.messages])
+    at = ShardAddress.of(queue, queue.shards[0])
+    assert engine.backend.store.split(at, "default", 4, stripe=STRIPE_BLOCK)  # stripes 1-3 from 10
+    coord = coordinator(engine, queue_name)
+    random.seed(11)  # the first puller's lane: stripe 1
+    levels = []
+    for consumer in (containers[1].consumer, containers[1].consumer, engine.consumer):
+        batch = consumer.pull(queue_name, group="default", batch_size=100)
+        consumer.ack(queue_name, [m.lease_id for m in batch.messages])
+        (read,) = engine.consumer.planner.states.read(queue, queue.shards, ["default"])
+        lanes = read.groups["default"]
+        level = lanes.ack_level(read.head.next, read.head.floor)
+        levels.append((level, {lane: ls.state.read for lane, ls in lanes.lanes.items()}))
+        with callaudit.attributed(c.FN_COORDINATOR):
+            age = coord.run_once().queues[0].oldest_message_age_s
+        assert age == (clock.now - (started + level // 30 * 1_000)) / 1000 > 0
+    level, reads = levels[1]  # stripe 1 read two blocks, stripe 2 none: its first block, inside an item
+    assert level == 110 and reads[1] == 410 and reads[2] == 0 and level not in reads.values()

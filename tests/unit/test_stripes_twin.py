@@ -143,3 +143,36 @@ def test_a_lane_is_shared_when_another_commits_on_it_within_the_cycle() -> None:
     # A newcomer (no commit of its own on the lane lately), last committing anywhere at 1,000 ms:
     assert shares_lane(None, 4, 1_100, 1_000)  # another committed there since: a herd rotates on it
     assert not shares_lane(None, 4, 900, 1_000)  # nobody since its last commit: it may be alone
+
+
+def test_the_coordinators_oldest_age_reads_the_item_a_striped_shards_ack_level_is_in() -> None:
+    """Items of 30 messages, sent a second apart, under stripes of 100-sequence blocks (the two never
+    line up): after each pull and ack, the coordinator's oldest age is that of the item holding the
+    group's ack level, found by one BatchGetItem."""
+    from sluice.engine.coordinator.observe import oldest_age_s
+
+    world = build(seed=7)
+    engine, sim = world.engine, world.sim
+    queue = engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
+    at = ShardAddress.of(queue, queue.shards[0])
+    for second in range(40):
+        sim.now = 10.0 + second
+        engine.publisher.publish("q", [OutgoingMessage(body=b"x" * 200) for _ in range(30)])
+    sim.now = 60.0
+    first = engine.consumer.pull("q", group="default", batch_size=10)
+    engine.consumer.ack("q", [m.lease_id for m in first.messages])
+    assert engine.backend.store.split(at, "default", 5, stripe=STRIPE_BLOCK)
+    consumers = [world.container().consumer for _ in range(3)]
+    checked = 0
+    for turn in range(12):
+        consumer = consumers[turn % 3]
+        batch = consumer.pull("q", group="default", batch_size=100)
+        consumer.ack("q", [m.lease_id for m in batch.messages])
+        (read,) = engine.consumer.planner.states.read(queue, queue.shards, ["default"])
+        if not read.backlog("default"):
+            break
+        level = read.groups["default"].ack_level(read.head.next, read.head.floor)
+        sent_at = 10.0 + level // 30  # the second the item holding the level was sent
+        assert oldest_age_s(engine.backend, queue, [read], int(sim.now * 1000)) == 60.0 - sent_at
+        checked += 1
+    assert checked >= 8

@@ -5,7 +5,9 @@ applied (`sluice.engine.shardstate`), so purged messages count nowhere."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import suppress
 
+from sluice import errors
 from sluice.adapters.dynamo import Table
 from sluice.engine import keys
 from sluice.engine.backend import Backend
@@ -16,6 +18,9 @@ from sluice.engine.store import ShardAddress
 from sluice.models import Queue, Shard
 
 OLDEST_AGE_PAIRS = 100  # shard x group pairs read for the oldest message: one BatchGetItem
+# ... of which at most this many, whose level is not an item's first sequence (a stripe's next block
+# starts inside an item), are looked up with a Query for the item holding it
+OLDEST_AGE_LOOKUPS = 16
 
 
 def shard_observation(
@@ -71,8 +76,10 @@ def backlog(queue: Queue, reads: list[ShardRead]) -> dict[str, int]:
 
 def oldest_age_s(backend: Backend, queue: Queue, reads: list[ShardRead], now: int) -> float:
     """Age of the oldest unacked message over groups: one BatchGetItem of the items holding each
-    group's ack level (at most 100 shardxgroup pairs, the largest backlogs first). Items still throttled
-    after the retries are left out of this pass's figure."""
+    group's ack level (at most 100 shardxgroup pairs, the largest backlogs first), and a Query for the
+    item holding a level that no item starts at (a stripe's next block: blocks of 100 sequences do not
+    line up with the items sends wrote; up to OLDEST_AGE_LOOKUPS, the largest backlogs first). Items
+    still throttled after the retries are left out of this pass's figure."""
     candidates = []
     for read in reads:
         for group, lanes in read.groups.items():
@@ -88,6 +95,12 @@ def oldest_age_s(backend: Backend, queue: Queue, reads: list[ShardRead], now: in
         return 0.0
     found = backend.store.items_available(list(wanted.values()))  # a throttled item: skipped, not fatal
     stamps = [it.ts for it in found.values() if it.ts]
+    missed = [place for key, place in wanted.items() if key not in found]
+    for at, seq in missed[:OLDEST_AGE_LOOKUPS]:
+        with suppress(errors.Throttled):
+            holder = backend.store.item_before(at, seq)
+            if holder is not None and holder.end > seq and not holder.gap and holder.ts:
+                stamps.append(holder.ts)
     return max(0.0, (now - min(stamps)) / 1000) if stamps else 0.0
 
 
