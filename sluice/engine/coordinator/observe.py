@@ -18,8 +18,8 @@ from sluice.engine.store import ShardAddress
 from sluice.models import Queue, Shard
 
 OLDEST_AGE_PAIRS = 100  # shard x group pairs read for the oldest message: one BatchGetItem
-# ... of which at most this many, whose level is not an item's first sequence (a stripe's next block
-# starts inside an item), are looked up with a Query for the item holding it
+# ... of which at most this many on striped shards, whose level is not an item's first sequence (a
+# stripe's next block starts inside an item), are looked up with a Query for the item holding it
 OLDEST_AGE_LOOKUPS = 16
 
 
@@ -76,26 +76,33 @@ def backlog(queue: Queue, reads: list[ShardRead]) -> dict[str, int]:
 
 def oldest_age_s(backend: Backend, queue: Queue, reads: list[ShardRead], now: int) -> float:
     """Age of the oldest unacked message over groups: one BatchGetItem of the items holding each
-    group's ack level (at most 100 shardxgroup pairs, the largest backlogs first), and a Query for the
-    item holding a level that no item starts at (a stripe's next block: blocks of 100 sequences do not
-    line up with the items sends wrote; up to OLDEST_AGE_LOOKUPS, the largest backlogs first). Items
-    still throttled after the retries are left out of this pass's figure."""
+    group's ack level (at most 100 shardxgroup pairs, the largest backlogs first), and, on striped
+    shards, a Query for the item holding a level that no item starts at (a stripe's next block: blocks
+    of 100 sequences do not line up with the items sends wrote; up to OLDEST_AGE_LOOKUPS, the largest
+    backlogs first). A claim's start that no item starts at is still left out (claims mostly begin where
+    a lane's read stands; a Query each pass for them slowed `sluice local`'s coordinator on moto, whose
+    Query walks the whole table). Items still throttled after the retries are left out of this pass's
+    figure."""
     candidates = []
     for read in reads:
         for group, lanes in read.groups.items():
             pending = read.backlog(group)
             item = lanes.oldest_item(read.head.next, read.head.floor)
             if pending > 0 and item is not None:
-                candidates.append((pending, read.address, item))
+                striped = lanes.cursor is not None and lanes.cursor.stripe > 0
+                candidates.append((pending, read.address, item, striped))
     candidates.sort(key=lambda x: -x[0])
     wanted: dict[tuple[str, int], tuple[ShardAddress, int]] = {}
-    for _, at, item in candidates[:OLDEST_AGE_PAIRS]:
+    striped_keys = set()
+    for _, at, item, striped in candidates[:OLDEST_AGE_PAIRS]:
         wanted.setdefault((at.pk, item), (at, item))
+        if striped:
+            striped_keys.add((at.pk, item))
     if not wanted:
         return 0.0
     found = backend.store.items_available(list(wanted.values()))  # a throttled item: skipped, not fatal
     stamps = [it.ts for it in found.values() if it.ts]
-    missed = [place for key, place in wanted.items() if key not in found]
+    missed = [place for key, place in wanted.items() if key not in found and key in striped_keys]
     for at, seq in missed[:OLDEST_AGE_LOOKUPS]:
         with suppress(errors.Throttled):
             holder = backend.store.item_before(at, seq)
