@@ -215,8 +215,8 @@ class GroupLanes:
                 return ls.state.pending[level].item
             if ls.state.read == level:
                 return ls.state.read_item
-        # A claim's or a stripe block's first sequence: an item boundary only when the item happens to
-        # start there (`oldest_age_s` looks up the item holding it when none does).
+        # A claim's or a stripe block's first sequence: an item boundary only when an item happens to
+        # start there (`oldest_age_s` looks up the item holding a stripe's with a Query).
         return level
 
     def apply_floor(self, floor: int) -> set[int]:
