@@ -92,17 +92,15 @@ def oldest_age_s(backend: Backend, queue: Queue, reads: list[ShardRead], now: in
                 striped = lanes.cursor is not None and lanes.cursor.stripe > 0
                 candidates.append((pending, read.address, item, striped))
     candidates.sort(key=lambda x: -x[0])
-    wanted: dict[tuple[str, int], tuple[ShardAddress, int]] = {}
-    striped_keys = set()
+    wanted: dict[tuple[str, int], tuple[ShardAddress, int, bool]] = {}
     for _, at, item, striped in candidates[:OLDEST_AGE_PAIRS]:
-        wanted.setdefault((at.pk, item), (at, item))
-        if striped:
-            striped_keys.add((at.pk, item))
+        wanted.setdefault((at.pk, item), (at, item, striped))
     if not wanted:
         return 0.0
-    found = backend.store.items_available(list(wanted.values()))  # a throttled item: skipped, not fatal
+    # a throttled item: skipped, not fatal
+    found = backend.store.items_available([(at, item) for at, item, _ in wanted.values()])
     stamps = [it.ts for it in found.values() if it.ts]
-    missed = [place for key, place in wanted.items() if key not in found and key in striped_keys]
+    missed = [(at, seq) for key, (at, seq, striped) in wanted.items() if striped and key not in found]
     for at, seq in missed[:OLDEST_AGE_LOOKUPS]:
         with suppress(errors.Throttled):
             holder = backend.store.item_before(at, seq)
