@@ -74,14 +74,16 @@ def report(result: dict[str, Any]) -> str:
         "empty answer: unacked at rest and acked twice must be 0. Executions (peak): the most Lambda "
         "executions at once in the window, pullers' and producers' (a long-poll holds one for its whole "
         "wait, and every call for its handler CPU too, `bench/twin/lambdas.py`; the twin refuses one past "
-        "Lambda's default quota of 1,000 per account and Region). Consume "
+        "Lambda's default quota of 1,000 per account and Region). Delivery: from a send call's start to "
+        "the first lease of its messages, over the messages sent in the window (a pull's own latency "
+        "also counts its long-poll's wait for messages not sent yet). Consume "
         "$/M: per million messages acked, the pullers' capacity units, invocations, HTTP API requests and "
         "billed duration (SQS: receive and delete in batches of 10, $0.08).",
         "",
         "| pullers | acks | sent msg/s | acked msg/s | mean batch | empty pulls | lost races "
-        "| throttled calls | WRU/msg | RRU/msg | pull p50 ms | pull p99 ms | pulls refused "
-        "| lanes (max) | unacked at rest | acked twice | executions (peak) | consume $/M |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| throttled calls | WRU/msg | RRU/msg | pull p50 ms | pull p99 ms | delivery p50 / p99 ms "
+        "| pulls refused | lanes (max) | unacked at rest | acked twice | executions (peak) | consume $/M |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
         refused = sum(r["failed_calls"].values())
@@ -90,13 +92,19 @@ def report(result: dict[str, Any]) -> str:
             f"| {r['pullers']:,} | {acks} | {r['sent_per_s']:,.0f} | {r['msgs_per_s']:,.0f} "
             f"| {r['mean_batch']:.0f} | {100 * r['empty_share']:.0f} % | {100 * r['conflict_share']:.1f} % "
             f"| {100 * r['throttle_share']:.1f} % | {r['wcu_per_msg']:.4f} | {r['rcu_per_msg']:.3f} "
-            f"| {r['pull_p50_ms']:.0f} | {r['pull_p99_ms']:.0f} "
+            f"| {r['pull_p50_ms']:.0f} | {r['pull_p99_ms']:.0f} | {_delivery(r)} "
             f"| {100 * refused / max(1, refused + r['pulls']):.1f} % | {r['lanes']} "
             f"| {r['unacked_at_rest']:,} | {r['acked_again']:,} | {r.get('peak_executions_total', 0):,} "
             f"| {r.get('consume_usd_per_m', 0):.3f} |"
         )
     lines += ["", f"Wall time on this machine: {result['wall_s']:.0f} s.", LIVE_END]
     return "\n".join(lines)
+
+
+def _delivery(row: dict[str, Any]) -> str:
+    if "delivery_p50_ms" not in row:
+        return "not measured"  # saved before the twin measured it
+    return f"{row['delivery_p50_ms']:.0f} / {row['delivery_p99_ms']:.0f}"
 
 
 def main(argv: list[str] | None = None) -> None:

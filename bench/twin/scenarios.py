@@ -362,6 +362,7 @@ def pull_load(
                     acked[int(sim.now * 10)] += carried
                 held = [m.lease_id for m in result.messages]
                 held_ids = [m.id for m in result.messages]
+                live.leased(held_ids, sim.now)
                 if result.messages:
                     sim.sleep(think_s)
                     if not carry_acks:
@@ -388,9 +389,9 @@ def pull_load(
         while sim.now < end:
             t0 = sim.now
             with contextlib.suppress(errors.Throttled, errors.DependencyUnavailable), lambdas.run(BROKER):
-                publisher.publish(QUEUE, messages)  # a refused send is not sent again: not counted
+                sent = publisher.publish(QUEUE, messages)  # a refused send is not sent again: not counted
                 lambdas.compute("send", len(messages))
-                live.sent(BATCH, counted=start <= t0)
+                live.sent(sent.message_ids, t0, counted=start <= t0)
             sim.sleep(max(0.0, every - (sim.now - t0)))
 
     for i in range(live.producers):
@@ -457,7 +458,12 @@ def pull_load(
     }
     if live.producers:
         sim.run_until(end + DRAIN_LIMIT_S)  # the pullers drain, each until an exact empty answer
-        out |= {"unacked_at_rest": live.unacked(), "acked_again": live.acked_again}
+        out |= {
+            "unacked_at_rest": live.unacked(),
+            "acked_again": live.acked_again,
+            "delivery_p50_ms": percentile(live.delivery_s, 50) * 1000,
+            "delivery_p99_ms": percentile(live.delivery_s, 99) * 1000,
+        }
     return out
 
 
@@ -471,14 +477,28 @@ class Live:
     acked_again: int = 0
     sent_total: int = 0
     done: set[str] = field(default_factory=set)  # message ids acked
+    # Send call's start of each message sent in the window, until its first lease; then the time between
+    # the two (a live stream's latency as its consumers see it: a pull's own latency also counts the
+    # long-poll's wait for messages not sent yet).
+    sent_at: dict[str, float] = field(default_factory=dict)
+    delivery_s: list[float] = field(default_factory=list)
 
     @property
     def producers(self) -> int:
         return math.ceil(self.rate / PRODUCER_RATE) if self.rate else 0
 
-    def sent(self, count: int, *, counted: bool) -> None:
-        self.sent_total += count
-        self.window_sent += count if counted else 0
+    def sent(self, ids: list[str], at: float, *, counted: bool) -> None:
+        self.sent_total += len(ids)
+        if counted:
+            self.window_sent += len(ids)
+            self.sent_at.update((i, at) for i in ids)
+
+    def leased(self, ids: list[str], now: float) -> None:
+        """A pull leased `ids`: the first lease of a message sent in the window is its delivery."""
+        for i in ids:
+            at = self.sent_at.pop(i, None)
+            if at is not None:
+                self.delivery_s.append(now - at)
 
     def acked(self, ids: list[str], count: int) -> None:
         """A pull's or an ack call's ack of `ids`: `count` of them acked (fewer: leases ran out)."""

@@ -125,6 +125,9 @@ def test_a_live_stream_is_acked_once_and_priced_on_the_pullers_units() -> None:
     )
     assert row["sent_per_s"] >= 1_500 and row["msgs_per_s"] > 0
     assert row["unacked_at_rest"] == 0 and row["acked_again"] == 0
+    # From the send call to the first lease: a long-polling puller holds a message in tens of ms, never
+    # as long as the long-poll.
+    assert 0 < row["delivery_p50_ms"] <= row["delivery_p99_ms"] < 1_000
     assert 0.01 < row["wcu_per_msg"] < 0.1
     assert 1 <= row["peak_executions"]["consumer"] <= 10 and not row["refused_executions"]  # one a puller
 
