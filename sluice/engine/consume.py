@@ -40,7 +40,7 @@ from sluice.engine.lanes import (
 from sluice.engine.leasebook import LeaseBook, Op, Outcome
 from sluice.engine.longpoll import Watch
 from sluice.engine.publish import Publisher, message_id
-from sluice.engine.pullplan import BUSY_MS, HELD_LOOKS, HELD_MS, Busy, Holds, PullPlanner, shares_lane
+from sluice.engine.pullplan import BUSY_MS, HELD_MS, Busy, Holds, PullPlanner, shares_lane
 from sluice.engine.queues import QueueDirectory
 from sluice.engine.regions import RegionBreaker, region_key
 from sluice.engine.shardlease import CarriedAcks, LaneKey, ShardLeaser, Tally, gone
@@ -497,9 +497,6 @@ class Consumer:
                 if self.planner.known_held(pull.queue.name, pull.group, place[0].id, place[1], self.clock()):
                     pull.exact = False  # read held moments ago: its puller reads each block as it comes
                     continue
-                if pull.held_looks >= HELD_LOOKS:
-                    pull.exact = False  # a puller beyond the stripes: the other pullers look at the rest
-                    continue
                 view = self.planner.lane(
                     pull.queue,
                     place[0],
@@ -510,7 +507,7 @@ class Consumer:
                 )
                 if pull.taken.held(view, self.clock()):
                     self.planner.saw_held(view, pull.taken.held_ms)
-                    pull.exact, pull.held_looks = False, pull.held_looks + 1
+                    pull.exact = False
                     continue
                 if not busy and pull.taken(view, self.clock()):
                     continue  # its puller is on it: look elsewhere first (a survey comes back to it)
@@ -834,7 +831,6 @@ class _Pull:
     patient: bool = False  # a long-poll's poll with time left: lanes with a puller on them are left to it
     taken: Busy = field(default_factory=Busy)  # which lanes have another puller on them
     surveyed: dict[int, ShardRead] = field(default_factory=dict)  # the latest read of each shard, by id
-    held_looks: int = 0  # stripe lanes read alone and found held (`HELD_LOOKS`)
 
     @property
     def want(self) -> int:

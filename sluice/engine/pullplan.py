@@ -50,12 +50,6 @@ PATIENT_BUSY_MS = 100
 # of lane writes lost, against 15-22 % with lanes anyone takes).
 HELD_MS = 1_000
 BEHIND_BLOCKS = 2  # ... unless it holds this many blocks unread (`_behind`)
-# A poll that found this many stripe lanes held, read one by one, reads no more lanes alone: its puller
-# is one beyond the stripes. The lanes are walked in random order, so the pullers without a stripe
-# still look at every stripe often between them (each reading all once a hold period made ~19,000 of
-# 36,000 lane reads: twin, 125 pullers at 12,500 msg/s on 4 shards), and one that fell behind or lost
-# its holder is still found and helped.
-HELD_LOOKS = 4
 RATE_WINDOW_MS = 250  # a shard's send rate is measured over HEAD reads at least this far apart
 
 
