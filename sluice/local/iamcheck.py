@@ -416,13 +416,6 @@ UNEXERCISED: tuple[Unexercised, ...] = (
         "items (sluice/engine/payloads.py orphans_in); crashes are injected on the engine "
         "(tests/faults/test_payload_tier_crashes.py), not through the shard handler.",
     ),
-    Unexercised(
-        "shard",
-        "dynamodb:PutItem",
-        "*:table/sluice-<stage>-shards-<i>",
-        "The shard worker seals a gap a dead broker left with a conditional tombstone (sluice/engine/"
-        "gaps.py); the suite makes gaps on the engine, not through the shard handler.",
-    ),
 )
 
 

@@ -187,6 +187,33 @@ def test_a_broker_that_dies_after_allocating_leaves_a_gap_that_is_sealed(clocked
     assert tombstone is not None and tombstone["gap"]
 
 
+def test_the_shard_function_seals_a_gap_a_dead_broker_left_when_it_flushes(clocked, clock, queue_name):
+    """The flush stops at a young hole and, once it is GAP_WAIT_MS old, tombstones it (a conditional
+    PutItem by the shard function's role, which the IAM audit then sees used; before, only a heavily
+    loaded run sealed one through a handler, and the audit's allow-list entry went stale) and flushes
+    past it."""
+    from sluice import constants as c
+    from sluice.local import callaudit
+
+    clocked.queues.create(queue_name, {"bottomless": True})
+    clocked.publisher.publish(queue_name, msgs(2))
+    with faults.armed(faults.PUBLISH_AFTER_ALLOCATE), pytest.raises(faults.InjectedCrash):
+        clocked.publisher.publish(queue_name, msgs(3, 100))
+    clocked.publisher.publish(queue_name, msgs(2, 200))
+    queue = clocked.directory.get(queue_name)
+
+    def flush() -> int:
+        with callaudit.attributed(c.FN_SHARD):
+            return clocked.shard_worker.run("flush", queue_name).flushed_records
+
+    assert flush() == 2  # up to the hole: a broker may still be writing it
+    clock.advance(GAP_WAIT_MS)
+    assert flush() == 2  # the hole sealed, the two messages after it flushed
+    table = clocked.backend.table_for(queue.shards[0])
+    tombstone = table.get(keys.shard_pk(queue, 0), keys.msg_sk(2))
+    assert tombstone is not None and tombstone["gap"]
+
+
 def test_bodies_over_the_item_limit_go_through_s3(engine, queue_name):
     engine.queues.create(queue_name, {"max_message_bytes": 1_048_576})
     big = b'"' + b"x" * 600_000 + b'"'
