@@ -307,7 +307,8 @@ def pull_load(
     its own) through warm-up and window while the pullers pull, a live stream; when the window ends they
     stop and the pullers drain until each gets an exact empty answer. `unacked_at_rest` (messages sent
     and never acked) and `acked_again` (acks of a message acked before) are then 0, or a message was
-    lost or delivered twice. Write and read units per message are the pullers' own. `wait_ms`: each
+    lost or delivered twice; `delivery_p50_ms` / `delivery_p99_ms`: from each window send's start to
+    the first lease of its messages. Write and read units per message are the pullers' own. `wait_ms`: each
     pull long-polls that long (the SDK's `iterate` waits 1 s). `lambda_quota`: the account's concurrent
     executions; `reserved`: function -> executions reserved for it (the stack's opt-in)."""
     world = build()
