@@ -6,10 +6,12 @@ import threading
 
 import pytest
 
+from sluice import constants as c
 from sluice import errors, faults
 from sluice.engine import keys
 from sluice.engine.consume import RetryRequest
 from sluice.engine.gaps import GAP_WAIT_MS
+from sluice.local import callaudit
 from sluice.models import OutgoingMessage
 
 
@@ -188,13 +190,9 @@ def test_a_broker_that_dies_after_allocating_leaves_a_gap_that_is_sealed(clocked
 
 
 def test_the_shard_function_seals_a_gap_a_dead_broker_left_when_it_flushes(clocked, clock, queue_name):
-    """The flush stops at a young hole and, once it is GAP_WAIT_MS old, tombstones it (a conditional
-    PutItem by the shard function's role, which the IAM audit then sees used; before, only a heavily
-    loaded run sealed one through a handler, and the audit's allow-list entry went stale) and flushes
-    past it."""
-    from sluice import constants as c
-    from sluice.local import callaudit
-
+    """The flush stops at a young hole and, once it is GAP_WAIT_MS old, tombstones it and flushes past
+    it. Run as the shard function, so the IAM audit sees its role's conditional PutItem used in every
+    run, not only when a loaded run happens to seal a gap through a handler."""
     clocked.queues.create(queue_name, {"bottomless": True})
     clocked.publisher.publish(queue_name, msgs(2))
     with faults.armed(faults.PUBLISH_AFTER_ALLOCATE), pytest.raises(faults.InjectedCrash):
