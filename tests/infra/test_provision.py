@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import boto3
@@ -43,15 +42,19 @@ def test_provision_creates_what_the_template_defines(moto_endpoint: str, cfn: di
     assert again.shard_tables == settings.shard_tables[:2]
 
 
-def test_provision_from_the_cached_template(moto_endpoint: str) -> None:
-    """No template passed: load_template() synthesizes once (≈ 15 s) or reuses cdk.out."""
+def test_provision_from_the_cached_template(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No template passed: load_template() synthesizes once (≈ 15 s) or reuses cdk.out. Checked by what
+    it runs, not by how long it takes (a 2 s bound failed on a loaded CI machine)."""
     settings = provision(moto_endpoint, stage="t2")
     assert len(settings.shard_tables) == c.DEFAULT_SHARD_TABLE_COUNT
     root = tpl.repo_root()
     assert tpl.is_fresh(tpl.outdir_for(root), tpl.input_hash(root))
-    started = time.monotonic()
-    tpl.load_template()
-    assert time.monotonic() - started < 2.0, "a current template is not re-synthesized"
+
+    def no_synth(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("a current template is not re-synthesized")
+
+    monkeypatch.setattr(tpl.subprocess, "run", no_synth)
+    assert tpl.load_template()["Resources"]
 
 
 def test_missing_node_fails_with_a_clear_message(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
