@@ -333,11 +333,25 @@ class Consumer:
             self._observe(pull, [(sticky.address.shard, sticky.head)])
             if pull.paused:
                 return
+        holder = False  # a patient poll of a holder whose stripe had nothing for it
         if sticky is not None:
             self._lease(pull, sticky, tried, own=True)
             if pull.full:
                 pull.estimate(sticky, len(shards))
                 return
+            holder = pull.patient and not pull.out and self.planner.holds_stripe(sticky)
+            if holder and self.planner.stays(queue.name, group, self.clock()):
+                pull.estimate(sticky, len(shards))  # the other shards are left to other pollers
+                return
+        leased = len(pull.out)
+        self._walk(pull, shards, tried)
+        if holder:
+            self.planner.walked(queue.name, group, self.clock(), leased=len(pull.out) > leased)
+
+    def _walk(self, pull: _Pull, shards: list[Shard], tried: set[tuple[int, int]]) -> None:
+        """Lease from the region's other lanes: a sample of its shards under load, then a survey of
+        every shard (its lanes as `pullplan` orders them)."""
+        queue, group = pull.queue, pull.group
         if self._from_sample(pull, shards, tried):
             return
         reads = self._survey(pull, shards)  # HEAD + lane 0 per shard

@@ -7,11 +7,14 @@ from __future__ import annotations
 from collections import Counter
 from functools import partial
 
+import pytest
+
 from bench.twin.world import build
+from sluice.engine.consume import LONG_POLL_MAX_INTERVAL
 from sluice.engine.lanes import STRIPE_BLOCK
-from sluice.engine.pullplan import shares_lane
+from sluice.engine.pullplan import BUSY_MS, HOME_MS, shares_lane
 from sluice.engine.store import ShardAddress
-from sluice.models import LeasedBatch, OutgoingMessage
+from sluice.models import LeasedBatch, OutgoingMessage, Shard
 
 
 def test_a_stream_one_puller_cannot_keep_up_with_is_striped_and_merged_back_when_it_stops() -> None:
@@ -176,3 +179,74 @@ def test_the_coordinators_oldest_age_reads_the_item_a_striped_shards_ack_level_i
         assert oldest_age_s(engine.backend, queue, [read], int(sim.now * 1000)) == 60.0 - sent_at
         checked += 1
     assert checked >= 8
+
+
+def test_a_holder_whose_walk_found_nothing_waits_on_its_stripe_and_others_serve_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two pullers hold the two stripes of shard 0 and have taken their blocks. One of them long-polls:
+    its first poll walks the other shards and finds nothing, so its later patient polls read only its
+    stripe (a walk kept holders from their stripes past their hold: docs/performance.md "Stop 50"); its
+    deadline's poll still surveys every shard. A message sent to shard 1 meanwhile is taken within one
+    poll interval by a puller without a stripe."""
+    world = build(seed=8)
+    engine, sim = world.engine, world.sim
+    queue = engine.queues.create("q", {"min_shards": 2, "max_shards": 2})
+    striped, other = queue.shards
+    to = [striped]
+    monkeypatch.setattr(engine.publisher, "_candidates", lambda _queue, _keyed: to)
+    walks: list[float] = []
+    got: dict[str, tuple[float, int]] = {}
+
+    def send(shard: Shard, n: int) -> None:
+        to[:] = [shard]
+        for start in range(0, n, 100):
+            engine.publisher.publish(
+                "q", [OutgoingMessage(body=b"x" * 200) for _ in range(min(100, n - start))]
+            )
+
+    def holder(name: str, at_s: float, long_poll: bool) -> None:
+        sim.sleep(at_s)
+        consumer = world.container().consumer
+        taken = consumer.pull("q", group="default", batch_size=100)
+        assert len(taken.messages) == 100  # its stripe's block: it keeps to that stripe
+        consumer.ack("q", [m.lease_id for m in taken.messages])
+        if long_poll:
+            walk = consumer._walk
+            monkeypatch.setattr(consumer, "_walk", lambda *a: (walks.append(sim.now), walk(*a))[1])
+            got[f"{name} start"] = (sim.now, 0)
+            waited = consumer.pull("q", group="default", batch_size=100, wait_ms=1_500)
+            got[name] = (sim.now, len(waited.messages))
+
+    def newcomer() -> None:
+        sim.sleep(0.1)
+        waited = world.container().consumer.pull("q", group="default", batch_size=100, wait_ms=1_500)
+        got["newcomer"] = (sim.now, len(waited.messages))
+
+    send(striped, 100)
+    first = engine.consumer.pull("q", group="default", batch_size=100)  # lane 0 has a read level now
+    engine.consumer.ack("q", [m.lease_id for m in first.messages])
+    assert engine.backend.store.split(ShardAddress.of(queue, striped), "default", 3, stripe=STRIPE_BLOCK)
+    send(striped, 200)  # a block on each stripe
+    sim.spawn("holder-1", partial(holder, "holder-1", 0.0, True))
+    sim.spawn("holder-2", partial(holder, "holder-2", 0.01, False))
+    sim.spawn("newcomer", newcomer)
+    sim.spawn("sender", lambda: (sim.sleep(0.4), send(other, 1)))
+    sim.run_until(3)
+    assert got["newcomer"][1] == 1 and got["newcomer"][0] < 0.4 + LONG_POLL_MAX_INTERVAL + 0.1
+    assert got["holder-1"][1] == 0  # the newcomer took it
+    # Its walks: its first poll's, and those of its polls without time for another (BUSY_MS before the
+    # deadline, and at it).
+    deadline = got["holder-1 start"][0] + 1.5
+    assert walks[0] < got["holder-1 start"][0] + 0.1 and walks[-1] >= deadline
+    assert [w for w in walks[1:] if w < deadline - BUSY_MS / 1000] == []
+
+
+def test_a_holder_stays_on_its_stripe_for_home_ms_after_a_walk_that_leased_nothing() -> None:
+    planner = build(seed=9).engine.consumer.planner
+    assert not planner.stays("q", "g", 0)  # never walked
+    planner.walked("q", "g", 1_000, leased=False)
+    assert planner.stays("q", "g", 1_000 + HOME_MS - 1) and not planner.stays("q", "g", 1_000 + HOME_MS)
+    assert not planner.stays("q", "other", 1_001)  # per group
+    planner.walked("q", "g", 1_500, leased=True)  # a walk that leased something: it walks again
+    assert not planner.stays("q", "g", 1_501)
