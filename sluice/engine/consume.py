@@ -40,7 +40,7 @@ from sluice.engine.lanes import (
 from sluice.engine.leasebook import LeaseBook, Op, Outcome
 from sluice.engine.longpoll import Watch
 from sluice.engine.publish import Publisher, message_id
-from sluice.engine.pullplan import BUSY_MS, HELD_MS, Busy, Holds, PullPlanner, shares_lane
+from sluice.engine.pullplan import BUSY_MS, HELD_MS, WALK_MS, Busy, Holds, PullPlanner, shares_lane
 from sluice.engine.queues import QueueDirectory
 from sluice.engine.regions import RegionBreaker, region_key
 from sluice.engine.shardlease import CarriedAcks, LaneKey, ShardLeaser, Tally, gone
@@ -344,7 +344,10 @@ class Consumer:
                 pull.estimate(sticky, len(shards))  # the other shards are left to other pollers
                 return
         leased = len(pull.out)
+        if holder:  # back on its stripe before its hold may lapse (`WALK_MS`)
+            pull.home_by_ms = self.clock() + WALK_MS
         self._walk(pull, shards, tried)
+        pull.home_by_ms = None
         if holder:
             self.planner.walked(queue.name, group, self.clock(), leased=len(pull.out) > leased)
 
@@ -417,7 +420,8 @@ class Consumer:
 
     def _from_sample(self, pull: _Pull, shards: list[Shard], tried: set[tuple[int, int]]) -> bool:
         """Under load, a pull fills from a sample of the shards (as many reads as before the exact
-        answers): True when it did (its figures an estimate). A container whose last pull of the group
+        answers): True when it did, or when a holder walking is due back on its stripe (`_Pull.away`; its
+        figures an estimate). A container whose last pull of the group
         came back empty (an idle queue) goes straight to the survey of every shard."""
         queue, group = pull.queue, pull.group
         sample = self.planner.sample(queue, group, shards, pull.carried)
@@ -431,7 +435,7 @@ class Consumer:
             if not pull.full:
                 places = self.planner.places(reads, group, self.clock(), tried, busy=busy, taken=pull.taken)
                 self._lease_from(pull, self._last_resort(pull, places) if busy else places, tried, busy=busy)
-        if not pull.full:
+        if not pull.full and not pull.away(self.clock()):
             return False  # the survey of every shard follows (the sample's lanes are not tried again)
         pull.exact = False
         pull.figures.add(figures.scaled(len(shards) / len(sample)))
@@ -504,6 +508,9 @@ class Consumer:
         passed over when another puller is on it (`pull.taken`, unless `busy`)."""
         for place in places:
             if pull.full:
+                return
+            if pull.away(self.clock()):
+                pull.exact = False  # a holder due back on its stripe: the places left are others'
                 return
             if isinstance(place, LaneView):
                 view = place
@@ -845,6 +852,11 @@ class _Pull:
     patient: bool = False  # a long-poll's poll with time left: lanes with a puller on them are left to it
     taken: Busy = field(default_factory=Busy)  # which lanes have another puller on them
     surveyed: dict[int, ShardRead] = field(default_factory=dict)  # the latest read of each shard, by id
+    home_by_ms: int | None = None  # a holder's walk beyond its stripe ends then (`WALK_MS`)
+
+    def away(self, now_ms: int) -> bool:
+        """Whether a holder walking beyond its stripe is due back on it."""
+        return self.home_by_ms is not None and now_ms >= self.home_by_ms
 
     @property
     def want(self) -> int:

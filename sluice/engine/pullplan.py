@@ -55,6 +55,9 @@ HELD_MS = 1_000
 # (twin, 500 pullers on 16 shards: 18.6-34.6 % of lane writes lost). Pullers without a stripe, and the
 # deadline's poll, still serve the other lanes; a walk that leases something keeps its holder walking.
 HOME_MS = 3_000
+# A holder's walk (its stripe empty) ends this long after it began, leased or not: its next block lands
+# about when it took the last one plus the stripes' cycle, and its hold lasts HELD_MS from that take.
+WALK_MS = 200
 BEHIND_BLOCKS = 2  # ... unless it holds this many blocks unread (`_behind`)
 RATE_WINDOW_MS = 250  # a shard's send rate is measured over HEAD reads at least this far apart
 
