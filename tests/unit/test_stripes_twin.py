@@ -10,9 +10,9 @@ from functools import partial
 import pytest
 
 from bench.twin.world import build
-from sluice.engine.consume import LONG_POLL_MAX_INTERVAL
+from sluice.engine.consume import LONG_POLL_MAX_INTERVAL, _Pull
 from sluice.engine.lanes import STRIPE_BLOCK
-from sluice.engine.pullplan import BUSY_MS, HOME_MS, shares_lane
+from sluice.engine.pullplan import BUSY_MS, HOME_MS, WALK_MS, shares_lane
 from sluice.engine.store import ShardAddress
 from sluice.models import LeasedBatch, OutgoingMessage, Shard
 
@@ -250,3 +250,19 @@ def test_a_holder_stays_on_its_stripe_for_home_ms_after_a_walk_that_leased_nothi
     assert not planner.stays("q", "other", 1_001)  # per group
     planner.walked("q", "g", 1_500, leased=True)  # a walk that leased something: it walks again
     assert not planner.stays("q", "g", 1_501)
+
+
+def test_a_holder_due_back_on_its_stripe_leases_from_no_other_lane() -> None:
+    """A holder's walk ends WALK_MS after it began (`_Pull.away`): the lanes left are others' to take."""
+    world = build(seed=10)
+    engine = world.engine
+    world.sim.now = 10.0
+    queue = engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
+    engine.publisher.publish("q", [OutgoingMessage(body=b"x") for _ in range(10)])
+    consumer, now = engine.consumer, world.engine.consumer.clock()
+    pull = _Pull(queue, "default", 10, 30_000, None, None, home_by_ms=now)
+    consumer._lease_from(pull, [(queue.shards[0], 0)], set(), busy=False)
+    assert pull.out == [] and not pull.exact
+    pull.home_by_ms = now + WALK_MS  # time left: it leases
+    consumer._lease_from(pull, [(queue.shards[0], 0)], set(), busy=False)
+    assert len(pull.out) == 10
