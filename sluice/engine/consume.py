@@ -333,23 +333,17 @@ class Consumer:
             self._observe(pull, [(sticky.address.shard, sticky.head)])
             if pull.paused:
                 return
-        holder = False  # a patient poll of a holder whose stripe had nothing for it
         if sticky is not None:
             self._lease(pull, sticky, tried, own=True)
             if pull.full:
                 pull.estimate(sticky, len(shards))
                 return
-            holder = pull.patient and not pull.out and self.planner.holds_stripe(sticky)
-            if holder and self.planner.stays(queue.name, group, self.clock()):
-                pull.estimate(sticky, len(shards))  # the other shards are left to other pollers
-                return
-        leased = len(pull.out)
-        if holder:  # back on its stripe before its hold may lapse (`WALK_MS`)
-            pull.home_by_ms = self.clock() + WALK_MS
+            if pull.patient and not pull.out and self.planner.holds_stripe(sticky):
+                lapse = sticky.last_ms + HELD_MS  # when others may take its stripe's next block
+                if self.clock() < lapse:
+                    pull.home_by_ms = lapse - WALK_MS  # back on its stripe before then
         self._walk(pull, shards, tried)
         pull.home_by_ms = None
-        if holder:
-            self.planner.walked(queue.name, group, self.clock(), leased=len(pull.out) > leased)
 
     def _walk(self, pull: _Pull, shards: list[Shard], tried: set[tuple[int, int]]) -> None:
         """Lease from the region's other lanes: a sample of its shards under load, then a survey of

@@ -49,15 +49,12 @@ PATIENT_BUSY_MS = 100
 # last commit a patient poll leaves it alone (twin, 100 pullers at 30,000 msg/s on 32 shards: 2.4-4.8 %
 # of lane writes lost, against 15-22 % with lanes anyone takes).
 HELD_MS = 1_000
-# A holder's walk over other lanes that leased nothing (its stripe empty, every other lane held or empty):
-# for this long its patient polls wait on its stripe instead. Each walk read other shards' stripes one by
-# one for 0.6 s or more, and its own stripe's next block landed meanwhile, unheld, for others to race for
-# (twin, 500 pullers on 16 shards: 18.6-34.6 % of lane writes lost). Pullers without a stripe, and the
-# deadline's poll, still serve the other lanes; a walk that leases something keeps its holder walking.
-HOME_MS = 3_000
-# A holder's walk (its stripe empty) ends this long after it began, leased or not: its next block lands
-# about when it took the last one plus the stripes' cycle, and its hold lasts HELD_MS from that take.
-WALK_MS = 200
+# A holder whose stripe has nothing for it walks the other lanes (a patient poll), and is back on its
+# stripe this long before its hold may lapse (HELD_MS after its last commit there): others take the
+# stripe's next block from then on. Walks reading other shards' stripes one by one took 0.6 s and more,
+# its next block landed meanwhile, and a herd raced for it (twin, 500 pullers on 16 shards: a third of
+# the stripes' lost races, 18.6-34.6 % of lane writes lost in all; docs/performance.md "Stop 50").
+WALK_MS = 300
 BEHIND_BLOCKS = 2  # ... unless it holds this many blocks unread (`_behind`)
 RATE_WINDOW_MS = 250  # a shard's send rate is measured over HEAD reads at least this far apart
 
@@ -288,21 +285,6 @@ class PullPlanner:
         """Whether `view` is a stripe lane this container keeps to."""
         kept = self._affinity().get((view.address.queue, view.group))
         return view.on_stripe and kept == Affinity(view.address.id, view.lane)
-
-    def walked(self, queue: str, group: str, now_ms: int, *, leased: bool) -> None:
-        """A holder's walk beyond its stripe ended: one that leased nothing keeps it home (`stays`)."""
-        dry: dict[tuple[str, str], int] = self._local.__dict__.setdefault("dry", {})
-        if leased:
-            dry.pop((queue, group), None)
-        else:
-            dry[(queue, group)] = now_ms
-
-    def stays(self, queue: str, group: str, now_ms: int) -> bool:
-        """Whether a holder whose stripe has nothing for it waits there: its last walk, less than
-        HOME_MS ago, leased nothing (see HOME_MS)."""
-        dry: dict[tuple[str, str], int] = self._local.__dict__.get("dry", {})
-        at = dry.get((queue, group))
-        return at is not None and now_ms - at < HOME_MS
 
     def let_go(self, view: LaneView) -> None:
         """Stop keeping to `view`'s lane (if it is the one this container keeps to)."""

@@ -12,7 +12,7 @@ import pytest
 from bench.twin.world import build
 from sluice.engine.consume import LONG_POLL_MAX_INTERVAL, _Pull
 from sluice.engine.lanes import STRIPE_BLOCK
-from sluice.engine.pullplan import BUSY_MS, HOME_MS, WALK_MS, shares_lane
+from sluice.engine.pullplan import HELD_MS, WALK_MS, shares_lane
 from sluice.engine.store import ShardAddress
 from sluice.models import LeasedBatch, OutgoingMessage, Shard
 
@@ -181,21 +181,21 @@ def test_the_coordinators_oldest_age_reads_the_item_a_striped_shards_ack_level_i
     assert checked >= 8
 
 
-def test_a_holder_whose_walk_found_nothing_waits_on_its_stripe_and_others_serve_the_rest(
+def test_a_holder_walks_other_lanes_only_until_its_hold_is_near_its_end(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Two pullers hold the two stripes of shard 0 and have taken their blocks. One of them long-polls:
-    its first poll walks the other shards and finds nothing, so its later patient polls read only its
-    stripe (a walk kept holders from their stripes past their hold: docs/performance.md "Stop 50"); its
-    deadline's poll still surveys every shard. A message sent to shard 1 meanwhile is taken within one
-    poll interval by a puller without a stripe."""
+    its patient polls find its stripe empty and walk the other lanes, each due back on its stripe
+    WALK_MS before its hold may lapse (`_Pull.home_by_ms`: its last commit + HELD_MS - WALK_MS); once
+    the hold has lapsed, nothing is left to keep and a walk has no end set. A message sent to shard 1
+    after that is taken within one poll interval."""
     world = build(seed=8)
     engine, sim = world.engine, world.sim
     queue = engine.queues.create("q", {"min_shards": 2, "max_shards": 2})
     striped, other = queue.shards
     to = [striped]
     monkeypatch.setattr(engine.publisher, "_candidates", lambda _queue, _keyed: to)
-    walks: list[float] = []
+    walks: list[tuple[float, int | None, bool]] = []  # (when, home_by_ms, patient)
     got: dict[str, tuple[float, int]] = {}
 
     def send(shard: Shard, n: int) -> None:
@@ -210,17 +210,22 @@ def test_a_holder_whose_walk_found_nothing_waits_on_its_stripe_and_others_serve_
         consumer = world.container().consumer
         taken = consumer.pull("q", group="default", batch_size=100)
         assert len(taken.messages) == 100  # its stripe's block: it keeps to that stripe
+        got[f"{name} took"] = (sim.now, 100)
         consumer.ack("q", [m.lease_id for m in taken.messages])
         if long_poll:
             walk = consumer._walk
-            monkeypatch.setattr(consumer, "_walk", lambda *a: (walks.append(sim.now), walk(*a))[1])
-            got[f"{name} start"] = (sim.now, 0)
-            waited = consumer.pull("q", group="default", batch_size=100, wait_ms=1_500)
+
+            def spy(pull: _Pull, *rest: object) -> None:
+                walks.append((sim.now, pull.home_by_ms, pull.patient))
+                walk(pull, *rest)  # type: ignore[arg-type]
+
+            monkeypatch.setattr(consumer, "_walk", spy)
+            waited = consumer.pull("q", group="default", batch_size=100, wait_ms=2_500)
             got[name] = (sim.now, len(waited.messages))
 
     def newcomer() -> None:
         sim.sleep(0.1)
-        waited = world.container().consumer.pull("q", group="default", batch_size=100, wait_ms=1_500)
+        waited = world.container().consumer.pull("q", group="default", batch_size=100, wait_ms=2_500)
         got["newcomer"] = (sim.now, len(waited.messages))
 
     send(striped, 100)
@@ -231,29 +236,19 @@ def test_a_holder_whose_walk_found_nothing_waits_on_its_stripe_and_others_serve_
     sim.spawn("holder-1", partial(holder, "holder-1", 0.0, True))
     sim.spawn("holder-2", partial(holder, "holder-2", 0.01, False))
     sim.spawn("newcomer", newcomer)
-    sim.spawn("sender", lambda: (sim.sleep(0.4), send(other, 1)))
-    sim.run_until(3)
-    assert got["newcomer"][1] == 1 and got["newcomer"][0] < 0.4 + LONG_POLL_MAX_INTERVAL + 0.1
-    assert got["holder-1"][1] == 0  # the newcomer took it
-    # Its walks: its first poll's, and those of its polls without time for another (BUSY_MS before the
-    # deadline, and at it).
-    deadline = got["holder-1 start"][0] + 1.5
-    assert walks[0] < got["holder-1 start"][0] + 0.1 and walks[-1] >= deadline
-    assert [w for w in walks[1:] if w < deadline - BUSY_MS / 1000] == []
-
-
-def test_a_holder_stays_on_its_stripe_for_home_ms_after_a_walk_that_leased_nothing() -> None:
-    planner = build(seed=9).engine.consumer.planner
-    assert not planner.stays("q", "g", 0)  # never walked
-    planner.walked("q", "g", 1_000, leased=False)
-    assert planner.stays("q", "g", 1_000 + HOME_MS - 1) and not planner.stays("q", "g", 1_000 + HOME_MS)
-    assert not planner.stays("q", "other", 1_001)  # per group
-    planner.walked("q", "g", 1_500, leased=True)  # a walk that leased something: it walks again
-    assert not planner.stays("q", "g", 1_501)
+    sim.spawn("sender", lambda: (sim.sleep(1.3), send(other, 1)))
+    sim.run_until(4)
+    (taker,) = [name for name in ("holder-1", "newcomer") if got[name][1] == 1]
+    assert got[taker][0] < 1.3 + LONG_POLL_MAX_INTERVAL + 0.1
+    took_ms = got["holder-1 took"][0] * 1000  # its commit: a call's latency before this
+    due = [home for _at, home, patient in walks if patient and home is not None]
+    assert due and all(took_ms - 50 < home - HELD_MS + WALK_MS <= took_ms for home in due)
+    assert all(home is None for at, home, _p in walks if at * 1000 >= took_ms + HELD_MS)
+    assert any(at * 1000 >= took_ms + HELD_MS for at, _h, _p in walks)
 
 
 def test_a_holder_due_back_on_its_stripe_leases_from_no_other_lane() -> None:
-    """A holder's walk ends WALK_MS after it began (`_Pull.away`): the lanes left are others' to take."""
+    """A holder's walk ends when it is due back on its stripe (`_Pull.away`): the lanes left are others'."""
     world = build(seed=10)
     engine = world.engine
     world.sim.now = 10.0
