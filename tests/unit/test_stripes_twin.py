@@ -261,3 +261,21 @@ def test_a_holder_due_back_on_its_stripe_leases_from_no_other_lane() -> None:
     pull.home_by_ms = now + WALK_MS  # time left: it leases
     consumer._lease_from(pull, [(queue.shards[0], 0)], set(), busy=False)
     assert len(pull.out) == 10
+
+
+def test_a_holder_due_back_after_the_sample_answers_its_estimate_without_a_survey() -> None:
+    """Past the sample (more shards than SAMPLE_SHARDS), a holder due back on its stripe answers the
+    sample's figures, scaled, instead of going on to the survey of every shard."""
+    world = build(seed=11)
+    engine = world.engine
+    world.sim.now = 10.0
+    queue = engine.queues.create("q", {"min_shards": 10, "max_shards": 10})
+    for _ in range(20):
+        engine.publisher.publish("q", [OutgoingMessage(body=b"x") for _ in range(5)])
+    consumer, now = engine.consumer, engine.consumer.clock()
+    pull = _Pull(queue, "default", 100, 30_000, None, None, home_by_ms=now)
+    assert consumer._from_sample(pull, list(queue.shards), set())  # the survey does not follow
+    assert pull.out == [] and not pull.exact and pull.figures.backlog > 0
+    walking = _Pull(queue, "default", 100, 30_000, None, None, home_by_ms=now + WALK_MS)
+    assert not consumer._from_sample(walking, list(queue.shards), set())  # not full: the survey follows
+    assert 0 < len(walking.out) < 100
