@@ -414,9 +414,9 @@ class Consumer:
 
     def _from_sample(self, pull: _Pull, shards: list[Shard], tried: set[tuple[int, int]]) -> bool:
         """Under load, a pull fills from a sample of the shards (as many reads as before the exact
-        answers): True when it did, or when a holder walking is due back on its stripe (`_Pull.away`; its
-        figures an estimate). A container whose last pull of the group
-        came back empty (an idle queue) goes straight to the survey of every shard."""
+        answers): True when it did, or when a holder walking is due back on its stripe (`_Pull.away`);
+        its figures are then an estimate. A container whose last pull of the group came back empty (an
+        idle queue) goes straight to the survey of every shard."""
         queue, group = pull.queue, pull.group
         sample = self.planner.sample(queue, group, shards, pull.carried)
         if sample is None:

@@ -281,16 +281,18 @@ class PullPlanner:
     def keep(self, view: LaneView) -> None:
         self._affinity()[(view.address.queue, view.group)] = Affinity(view.address.id, view.lane)
 
+    def _keeps(self, view: LaneView) -> bool:
+        """Whether `view`'s lane is the one this container keeps to."""
+        return self._affinity().get((view.address.queue, view.group)) == Affinity(view.address.id, view.lane)
+
     def holds_stripe(self, view: LaneView) -> bool:
         """Whether `view` is a stripe lane this container keeps to."""
-        kept = self._affinity().get((view.address.queue, view.group))
-        return view.on_stripe and kept == Affinity(view.address.id, view.lane)
+        return view.on_stripe and self._keeps(view)
 
     def let_go(self, view: LaneView) -> None:
         """Stop keeping to `view`'s lane (if it is the one this container keeps to)."""
-        key = (view.address.queue, view.group)
-        if self._affinity().get(key) == Affinity(view.address.id, view.lane):
-            del self._affinity()[key]
+        if self._keeps(view):
+            del self._affinity()[(view.address.queue, view.group)]
 
     def lane(
         self,

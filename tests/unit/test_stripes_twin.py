@@ -254,7 +254,7 @@ def test_a_holder_due_back_on_its_stripe_leases_from_no_other_lane() -> None:
     world.sim.now = 10.0
     queue = engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
     engine.publisher.publish("q", [OutgoingMessage(body=b"x") for _ in range(10)])
-    consumer, now = engine.consumer, world.engine.consumer.clock()
+    consumer, now = engine.consumer, engine.consumer.clock()
     pull = _Pull(queue, "default", 10, 30_000, None, None, home_by_ms=now)
     consumer._lease_from(pull, [(queue.shards[0], 0)], set(), busy=False)
     assert pull.out == [] and not pull.exact
