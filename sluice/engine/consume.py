@@ -40,7 +40,7 @@ from sluice.engine.lanes import (
 from sluice.engine.leasebook import LeaseBook, Op, Outcome
 from sluice.engine.longpoll import Watch
 from sluice.engine.publish import Publisher, message_id
-from sluice.engine.pullplan import BUSY_MS, HELD_MS, WALK_MS, Busy, Holds, PullPlanner, shares_lane
+from sluice.engine.pullplan import BUSY_MS, HELD_MS, MAX_HOLDS, WALK_MS, Busy, Holds, PullPlanner, shares_lane
 from sluice.engine.queues import QueueDirectory
 from sluice.engine.regions import RegionBreaker, region_key
 from sluice.engine.shardlease import CarriedAcks, LaneKey, ShardLeaser, Tally, gone
@@ -328,22 +328,29 @@ class Consumer:
         tried: set[tuple[int, int]] = set()
         if pull.carried:
             pull.carried.surveyed = False
-        sticky = self.planner.sticky(queue, group, shards)
-        if sticky is not None and sticky.head is not None:
-            self._observe(pull, [(sticky.address.shard, sticky.head)])
-            if pull.paused:
-                return
-        if sticky is not None:
+        held: list[LaneView] = []  # the stripes this container keeps to, as read now
+        for nth in range(MAX_HOLDS):
+            sticky = self.planner.sticky(queue, group, shards, nth)
+            if sticky is not None and sticky.head is not None:
+                self._observe(pull, [(sticky.address.shard, sticky.head)])
+                if pull.paused:
+                    return
+            if sticky is None:
+                break
             self._lease(pull, sticky, tried, own=True)
             if pull.full:
                 pull.estimate(sticky, len(shards))
                 return
-            if pull.patient and not pull.out and self.planner.holds_stripe(sticky):
-                lapse = sticky.last_ms + HELD_MS  # when others may take its stripe's next block
-                if self.clock() < lapse:
-                    pull.home_by_ms = lapse - WALK_MS  # back on its stripe before then
+            if not self.planner.holds_stripe(sticky):
+                break  # a lane it let go of, or one that is not a stripe: its only one
+            held.append(sticky)
+        pull.holding = bool(held)
+        if pull.patient and not pull.out and held:
+            lapse = min(view.last_ms for view in held) + HELD_MS  # when others may take a next block
+            if self.clock() < lapse:
+                pull.home_by_ms = lapse - WALK_MS  # back on its stripes before then
         self._walk(pull, shards, tried)
-        pull.home_by_ms = None
+        pull.home_by_ms, pull.holding = None, False
 
     def _walk(self, pull: _Pull, shards: list[Shard], tried: set[tuple[int, int]]) -> None:
         """Lease from the region's other lanes: a sample of its shards under load, then a survey of
@@ -580,7 +587,7 @@ class Consumer:
         # its puller waits for its next block there, and others leave it alone (`Busy.held_ms`).
         holds = got or (own and not lost and view.on_stripe)
         if holds and (not lost or random.random() < 0.5):
-            self.planner.keep(view)
+            self.planner.keep(view, also=pull.holding and view.on_stripe)
         else:
             self.planner.let_go(view)
 
@@ -847,6 +854,7 @@ class _Pull:
     taken: Busy = field(default_factory=Busy)  # which lanes have another puller on them
     surveyed: dict[int, ShardRead] = field(default_factory=dict)  # the latest read of each shard, by id
     home_by_ms: int | None = None  # a holder's walk beyond its stripe ends then (`WALK_MS`)
+    holding: bool = False  # a holder's walk: a stripe it leases from is kept beside its own (`MAX_HOLDS`)
 
     def away(self, now_ms: int) -> bool:
         """Whether a holder walking beyond its stripe is due back on it."""

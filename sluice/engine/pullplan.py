@@ -55,6 +55,11 @@ HELD_MS = 1_000
 # its next block landed meanwhile, and a herd raced for it (twin, 500 pullers on 16 shards: a third of
 # the stripes' lost races, 18.6-34.6 % of lane writes lost in all; docs/performance.md "Stop 50").
 WALK_MS = 300
+# A holder whose walk leased from a stripe nobody kept to keeps to that one too, up to this many stripes:
+# moving to it left its own stripe to a herd of pollers (twin, 500 pullers on 16 shards: 27-39 moves a
+# second), and helping it once left it to them as well; where stripes outnumber pullers, each must keep
+# to more than one (100 pullers on 32 shards, 5 stripes a shard).
+MAX_HOLDS = 2
 BEHIND_BLOCKS = 2  # ... unless it holds this many blocks unread (`_behind`)
 RATE_WINDOW_MS = 250  # a shard's send rate is measured over HEAD reads at least this far apart
 
@@ -169,20 +174,25 @@ class PullPlanner:
 
     # --- affinity -----------------------------------------------------------------------------------------
 
-    def _affinity(self) -> dict[tuple[str, str], Affinity]:
-        found: dict[tuple[str, str], Affinity] | None = getattr(self._local, "affinity", None)
+    def _affinity(self) -> dict[tuple[str, str], tuple[Affinity, ...]]:
+        found: dict[tuple[str, str], tuple[Affinity, ...]] | None = getattr(self._local, "affinity", None)
         if found is None:
             found = self._local.affinity = {}
         return found
 
-    def sticky(self, queue: Queue, group: str, shards: Sequence[Shard]) -> LaneView | None:
-        """The lane this container keeps to, read fresh (in one call), if it is in `shards`."""
-        kept = self._affinity().get((queue.name, group))
-        shard = next((s for s in shards if kept and s.id == kept.shard), None)
-        if kept is None or shard is None:
+    def _kept(self, queue: str, group: str) -> tuple[Affinity, ...]:
+        """The lanes this container keeps to, its first one first (more than one: stripes only)."""
+        return self._affinity().get((queue, group), ())
+
+    def sticky(self, queue: Queue, group: str, shards: Sequence[Shard], nth: int = 0) -> LaneView | None:
+        """The `nth` lane this container keeps to, read fresh (in one call), if it is in `shards`."""
+        kept = self._kept(queue.name, group)
+        mine = kept[nth] if nth < len(kept) else None
+        shard = next((s for s in shards if mine and s.id == mine.shard), None)
+        if mine is None or shard is None:
             return None
         try:
-            return self.lane(queue, shard, group, kept.lane, head=True, fail_fast=True)
+            return self.lane(queue, shard, group, mine.lane, head=True, fail_fast=True)
         except errors.Throttled:
             return None  # its partition is saturated: the survey goes on with what it can read
 
@@ -278,21 +288,32 @@ class PullPlanner:
             del held[(shard, lane)]
         return until is not None and now_ms < until
 
-    def keep(self, view: LaneView) -> None:
-        self._affinity()[(view.address.queue, view.group)] = Affinity(view.address.id, view.lane)
+    def keep(self, view: LaneView, *, also: bool = False) -> None:
+        """Keep to `view`'s lane from now on; `also`: a stripe leased on a holder's walk, kept beside the
+        stripes it keeps to (up to MAX_HOLDS; beyond, it is helped once and left to others)."""
+        kept = self._kept(view.address.queue, view.group)
+        mine = Affinity(view.address.id, view.lane)
+        if mine in kept or (also and len(kept) >= MAX_HOLDS):
+            return
+        self._affinity()[(view.address.queue, view.group)] = (*kept, mine) if also else (mine,)
 
     def _keeps(self, view: LaneView) -> bool:
-        """Whether `view`'s lane is the one this container keeps to."""
-        return self._affinity().get((view.address.queue, view.group)) == Affinity(view.address.id, view.lane)
+        """Whether `view`'s lane is one this container keeps to."""
+        return Affinity(view.address.id, view.lane) in self._kept(view.address.queue, view.group)
 
     def holds_stripe(self, view: LaneView) -> bool:
         """Whether `view` is a stripe lane this container keeps to."""
         return view.on_stripe and self._keeps(view)
 
     def let_go(self, view: LaneView) -> None:
-        """Stop keeping to `view`'s lane (if it is the one this container keeps to)."""
-        if self._keeps(view):
-            del self._affinity()[(view.address.queue, view.group)]
+        """Stop keeping to `view`'s lane (if it is one this container keeps to)."""
+        key = (view.address.queue, view.group)
+        mine = Affinity(view.address.id, view.lane)
+        kept = tuple(k for k in self._kept(*key) if k != mine)
+        if kept:
+            self._affinity()[key] = kept
+        else:
+            self._affinity().pop(key, None)
 
     def lane(
         self,

@@ -279,3 +279,62 @@ def test_a_holder_due_back_after_the_sample_answers_its_estimate_without_a_surve
     walking = _Pull(queue, "default", 100, 30_000, None, None, home_by_ms=now + WALK_MS)
     assert not consumer._from_sample(walking, list(queue.shards), set())  # not full: the survey follows
     assert 0 < len(walking.out) < 100
+
+
+def test_a_holder_keeps_a_stripe_its_walk_leased_from_beside_its_own_up_to_max_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A holder whose stripe is empty walks, and leases a block of a stripe nobody keeps to: it keeps to
+    that stripe too (before, it moved there and left its own to a herd), and its next polls read both
+    before any walk. A third stripe leased on a walk is helped once and not kept (MAX_HOLDS)."""
+    world = build(seed=12)
+    engine, sim = world.engine, world.sim
+    queue = engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
+    at = ShardAddress.of(queue, queue.shards[0])
+    consumer = world.container().consumer
+    walks: list[float] = []
+    walk = consumer._walk
+
+    def spy(pull: _Pull, *rest: object) -> None:
+        walks.append(sim.now)
+        walk(pull, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(consumer, "_walk", spy)
+
+    def send(n: int) -> None:
+        for _ in range(n // 100):
+            engine.publisher.publish("q", [OutgoingMessage(body=b"x" * 200) for _ in range(100)])
+
+    def pull(wait_ms: int = 0) -> list[int]:
+        got = consumer.pull("q", group="default", batch_size=100, wait_ms=wait_ms)
+        consumer.ack("q", [m.lease_id for m in got.messages])
+        return sorted({m.seq // STRIPE_BLOCK for m in got.messages})
+
+    def kept() -> list[int]:
+        return [mine.lane for mine in consumer.planner._kept("q", "default")]
+
+    send(100)
+    first = engine.consumer.pull("q", group="default", batch_size=100)  # lane 0 has a read level now
+    engine.consumer.ack("q", [m.lease_id for m in first.messages])
+    assert engine.backend.store.split(at, "default", 4, stripe=STRIPE_BLOCK)  # lane 0 + three stripes
+    results: list[list[int]] = []
+
+    def run() -> None:
+        send(100)  # stripe 1's block
+        results.append(pull())
+        assert kept() == [1]
+        send(100)  # stripe 2's block: its stripe is empty, its long-poll walks
+        results.append(pull(wait_ms=500))
+        assert kept() == [1, 2]
+        send(100)  # stripe 3's block: helped, not kept
+        results.append(pull(wait_ms=500))
+        assert kept() == [1, 2]
+        send(200)  # a block on stripes 1 and 2: one pull each, no walk
+        del walks[:]
+        results.append(pull())
+        results.append(pull())
+        assert walks == []
+
+    sim.spawn("holder", run)
+    sim.run_until(5)
+    assert results == [[1], [2], [3], [4], [5]]  # each block once, in order (seq // 100)
