@@ -1,8 +1,9 @@
 """Where a pull looks, in which order, and what it can prove.
 
-1. The lane this container leased from last (its affinity): one read of that lane (and lane 0's cursor).
-   Containers keep to their lane, so under load each lane has about one puller and commits rarely race;
-   a container that loses a race, or finds its lane empty, lets go of it.
+1. The lane this container leased from last (its affinity): one read of that lane (and lane 0's cursor);
+   of a live stream's stripes, up to MAX_HOLDS it keeps to, one read each while the batch has room.
+   Containers keep to their lanes, so under load each lane has about one puller and commits rarely race;
+   a container that loses a race, or finds its lane empty, lets go of it (a stripe: only a lost race).
 2. Otherwise, or when that left room in the batch: every shard of the region, HEAD + each group's lane 0
    (one BatchGetItem per 50 shards). Unclaimed messages anywhere are claimed by a lane of that shard
    (not lane 0 while there are others: it shares the shard's partition with the HEAD).
