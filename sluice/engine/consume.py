@@ -331,12 +331,12 @@ class Consumer:
         held: list[LaneView] = []  # the stripes this container keeps to, as read now
         for nth in range(MAX_HOLDS):
             sticky = self.planner.sticky(queue, group, shards, nth)
-            if sticky is not None and sticky.head is not None:
+            if sticky is None:
+                break
+            if sticky.head is not None:
                 self._observe(pull, [(sticky.address.shard, sticky.head)])
                 if pull.paused:
                     return
-            if sticky is None:
-                break
             self._lease(pull, sticky, tried, own=True)
             if pull.full:
                 pull.estimate(sticky, len(shards))
