@@ -23,7 +23,8 @@ def _text(n: int) -> str:
 @pytest.fixture(scope="module")
 def tier_queue(local):
     """100 messages of 64 KB in sends of 10, all in the payload tier; 80 flushed in four flushes and
-    compacted into one level-1 segment, the last 20 only in the hot tier."""
+    compacted into one level-1 segment, the last 20 in the hot tier unless the runtime's scheduled shard
+    work (the coordinator's minute tick, flushing by age) flushed them before the reader runs."""
     name = local.new_queue(payload_tier="s3", max_shards=1)
     engine = Sluice.from_settings(local.runtime.settings)
     queue = engine.queues.get(name)
@@ -50,8 +51,11 @@ def test_the_segment_reader_replays_tier_batches_after_flush_and_compaction(spar
         bucket=settings.segment_bucket, queue=name, endpoint_url=settings.aws_endpoint_url
     )
     rows = sorted(segment_reader.read(spark, args).collect(), key=lambda r: r.seq)
-    assert [r.seq for r in rows] == list(range(80))
-    assert [r.body for r in rows] == sent[:80]
+    # The four explicit flushes, plus the last 20 when a scheduled tick flushed them by age (it did in a
+    # slow CI run): a contiguous prefix either way, none lost or repeated.
+    assert len(rows) in (80, 100)
+    assert [r.seq for r in rows] == list(range(len(rows)))
+    assert [r.body for r in rows] == sent[: len(rows)]
 
 
 @pytest.mark.skipif(
