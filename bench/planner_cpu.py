@@ -68,8 +68,8 @@ def main() -> None:
     print("|---:|---:|---:|---:|")
     for shards in (1, 32, 128, 256):
         held, left = striped_reads(shards, one_left=False), striped_reads(shards, one_left=True)
-        assert len(Holds.of(held, GROUP, NOW_MS, taken).shards) == shards
-        assert not Holds.of(left, GROUP, NOW_MS, taken).shards
+        assert len(Holds.of(held, GROUP, NOW_MS, taken).active(NOW_MS)) == shards
+        assert not Holds.of(left, GROUP, NOW_MS, taken).active(NOW_MS)
         figures = ms_per_call(partial(PullPlanner.figures, held, GROUP, NOW_MS))
         all_held = ms_per_call(partial(Holds.of, held, GROUP, NOW_MS, taken))
         one_left = ms_per_call(partial(Holds.of, left, GROUP, NOW_MS, taken))

@@ -138,10 +138,9 @@ class Consumer:
                 moved,
                 patient,
             )
-            if moved is None:
-                self.planner.found_holds(queue_name, group, found)
-            elif held:
-                result.message_backlog_count += holds.figures.backlog  # as last surveyed
+            self.planner.found_holds(queue_name, group, holds.updated(found))
+            if held:
+                result.message_backlog_count += holds.backlog(held)  # as last surveyed
             remote_until = deadline
             if carried is not None:
                 acked, carried = carried.result(), None  # applied once: the polls that follow only pull

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -104,27 +104,47 @@ def _behind(view: LaneView) -> bool:
 @dataclass(frozen=True)
 class Holds:
     """Striped shards whose every stripe a puller holds (`Busy.held`) and whose lane 0 holds nothing, as
-    this container last surveyed them: its polls leave them out until `until_ms`, the first moment a
-    hold may lapse, and answer an estimate (`figures`: their backlog then). A puller without a stripe
-    surveying them again at every poll only read (twin, 125 pullers at 12,500 msg/s on 4 shards: 2.8
-    RRU a message, 30,000 lane reads) and, at its long-poll's deadline, raced their holders."""
+    this container last surveyed them: its polls leave each out until `until[shard]`, the first moment
+    a hold there may lapse, and answer an estimate (`figures[shard]`: its backlog then). A puller
+    without a stripe surveying them again at every poll only read (twin, 125 pullers at 12,500 msg/s on
+    4 shards: 2.8 RRU a message, 30,000 lane reads) and, at its long-poll's deadline, raced their
+    holders. Per shard, and updated by every poll's full reads (`updated`): kept only from a poll that
+    left no shard out, and ended for all at the earliest lapse, they left the shards not held at that
+    survey to be read at every poll, found held or not (twin, 500 pullers on 16 shards: 2.56-2.83 RRU a
+    message, against 1.99-2.30; docs/performance.md "Stop 52")."""
 
-    shards: frozenset[int] = frozenset()
-    until_ms: int = 0
-    figures: Figures = field(default_factory=Figures)
+    until: Mapping[int, int] = field(default_factory=dict)
+    figures: Mapping[int, Figures] = field(default_factory=dict)
+    read: frozenset[int] = frozenset()  # the shards whose every lane the survey behind these holds read
 
     def active(self, now_ms: int) -> frozenset[int]:
         """The shards to leave out now."""
-        return self.shards if now_ms < self.until_ms else frozenset()
+        return frozenset(shard for shard, until in self.until.items() if now_ms < until)
+
+    def backlog(self, shards: Iterable[int]) -> int:
+        """The backlog of `shards` (held ones) as last surveyed."""
+        return sum(self.figures[shard].backlog for shard in shards)
+
+    def updated(self, found: Holds) -> Holds:
+        """These holds after a poll that found `found`: the shards it read in full as it found them, the
+        others as before (left out, or not read in full)."""
+        until = {s: u for s, u in self.until.items() if s not in found.read} | dict(found.until)
+        figures = {s: f for s, f in self.figures.items() if s in until} | dict(found.figures)
+        return Holds(until, figures)
 
     @staticmethod
     def of(reads: Sequence[ShardRead], group: str, now_ms: int, taken: Busy) -> Holds:
-        shards, until, figures = set(), None, Figures()
+        until: dict[int, int] = {}
+        figures: dict[int, Figures] = {}
+        read_in_full: set[int] = set()
         for read in reads:
             lanes = read.groups[group]
             cursor = lanes.cursor
-            if cursor is None or not cursor.stripe or len(lanes.lanes) < lanes.high:
-                continue  # not striped, or not every lane read
+            if len(lanes.lanes) < lanes.high:
+                continue  # not every lane read
+            read_in_full.add(read.shard.id)
+            if cursor is None or not cursor.stripe:
+                continue  # not striped
             held = [ls for lane, ls in lanes.lanes.items() if lane]
             if not all(taken.recent(ls.last_ms, now_ms) for ls in held):
                 continue  # a stripe its puller left (or never took): no view built (256 shards: 4,352)
@@ -133,11 +153,9 @@ class Holds:
                 continue  # lane 0 keeps what it held at the cut: its leases may come due
             stripes = [LaneView.of(read.address, group, ls, cursor, read.head) for ls in held]
             if stripes and all(taken.held(view, now_ms) for view in stripes):
-                shards.add(read.shard.id)
-                figures.add(read.figures(group, now_ms))
-                lapse = min(view.last_ms for view in stripes) + taken.held_ms
-                until = lapse if until is None else min(until, lapse)
-        return Holds(frozenset(shards), until or 0, figures)
+                until[read.shard.id] = min(view.last_ms for view in stripes) + taken.held_ms
+                figures[read.shard.id] = read.figures(group, now_ms)
+        return Holds(until, figures, frozenset(read_in_full))
 
 
 def shares_lane(mine: tuple[int, int] | None, replaced: int, lane_last_ms: int, last_ms: int) -> bool:
@@ -264,7 +282,7 @@ class PullPlanner:
         return seen.get((queue, shard), (0, 0, None))[2]
 
     def holds(self, queue: str, group: str) -> Holds:
-        """The holds this container's last survey of every shard found (see `Holds`)."""
+        """The holds this container's polls found, each shard's as its latest full read found it."""
         found: dict[tuple[str, str], Holds] = self._local.__dict__.get("holds", {})
         return found.get((queue, group), Holds())
 

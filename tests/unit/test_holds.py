@@ -19,12 +19,39 @@ def test_a_shard_is_left_out_only_while_every_stripe_is_held_and_lane_0_holds_no
 
     holds = Holds.of(reads, GROUP, NOW_MS, TAKEN)
 
-    assert holds.shards == {0}  # shard 2: lane 0's lease kept across the cut may come due
-    assert holds.until_ms == NOW_MS - 100 + HELD_MS  # the first moment a hold may lapse
-    assert holds.active(holds.until_ms - 1) == {0} and holds.active(holds.until_ms) == frozenset()
+    assert holds.active(NOW_MS) == {0}  # shard 2: lane 0's lease kept across the cut may come due
+    assert holds.until[0] == NOW_MS - 100 + HELD_MS  # the first moment a hold may lapse
+    assert holds.active(holds.until[0] - 1) == {0} and holds.active(holds.until[0]) == frozenset()
 
 
 def test_a_stripe_its_puller_left_ends_the_shards_hold() -> None:
-    assert Holds.of(striped_reads(4, one_left=True), GROUP, NOW_MS, TAKEN).shards == frozenset()
+    assert Holds.of(striped_reads(4, one_left=True), GROUP, NOW_MS, TAKEN).active(NOW_MS) == frozenset()
     held = striped_reads(4, one_left=False)
-    assert Holds.of(held, GROUP, NOW_MS + HELD_MS, TAKEN).shards == frozenset()  # every hold lapsed
+    assert Holds.of(held, GROUP, NOW_MS + HELD_MS, TAKEN).active(NOW_MS) == frozenset()  # every hold lapsed
+
+
+def test_each_shard_is_left_out_until_its_own_first_hold_may_lapse() -> None:
+    """The holds' earliest lapse used to bring every shard back into the next poll; each shard now comes
+    back at its own."""
+    reads = striped_reads(2, one_left=False)
+    for state in reads[1].groups[GROUP].lanes.values():
+        state.last_ms += 300 if state.lane else 0  # shard 1's stripes committed 300 ms later
+    holds = Holds.of(reads, GROUP, NOW_MS + 200, TAKEN)
+    first = NOW_MS - 100 + HELD_MS  # shard 0's first moment a hold may lapse
+    assert holds.active(first - 1) == {0, 1}
+    assert holds.active(first) == {1} and holds.active(first + 300) == frozenset()
+    assert holds.backlog({1}) == holds.figures[1].backlog
+
+
+def test_a_poll_updates_the_holds_of_the_shards_it_read_in_full_and_keeps_the_others() -> None:
+    """A poll leaves held shards out, so it reads the others only: their holds are replaced by what it
+    found (none, for a shard whose stripe a puller left), the held shards' stay as they were. Before,
+    only a poll that left no shard out recorded holds: a shard found held by any other poll was read
+    again at every poll."""
+    before = Holds.of(striped_reads(3, one_left=False), GROUP, NOW_MS, TAKEN)
+    reread = striped_reads(2, one_left=True)[1:]  # shard 1 read again: a stripe there was left
+    after = before.updated(Holds.of(reread, GROUP, NOW_MS, TAKEN))
+    assert after.active(NOW_MS) == {0, 2} and after.until[0] == before.until[0]
+    sample = striped_reads(3, one_left=True)[2:]
+    sample[0].groups[GROUP].lanes.pop(5)  # shard 2 read without every lane: not news about its hold
+    assert after.updated(Holds.of(sample, GROUP, NOW_MS, TAKEN)).active(NOW_MS) == {0, 2}
