@@ -110,8 +110,8 @@ class Holds:
     4 shards: 2.8 RRU a message, 30,000 lane reads) and, at its long-poll's deadline, raced their
     holders. Per shard, and updated by every poll's full reads (`updated`): kept only from a poll that
     left no shard out, and ended for all at the earliest lapse, they left the shards not held at that
-    survey to be read at every poll, found held or not (twin, 500 pullers on 16 shards: 2.56-2.83 RRU a
-    message, against 1.99-2.30; docs/performance.md "Stop 52")."""
+    survey to be read at every poll, found held or not (twin, 500 pullers on 16 shards: 2.24-2.83 RRU a
+    message over six runs, against 1.99-2.48 over three; docs/performance.md "Stop 52")."""
 
     until: Mapping[int, int] = field(default_factory=dict)
     figures: Mapping[int, Figures] = field(default_factory=dict)
