@@ -138,7 +138,7 @@ class Consumer:
                 moved,
                 patient,
             )
-            self.planner.found_holds(queue_name, group, holds.updated(found))
+            self.planner.found_holds(queue_name, group, holds.updated(found, clock()))
             if held:
                 result.message_backlog_count += holds.backlog(held)  # as last surveyed
             remote_until = deadline

@@ -102,10 +102,18 @@ def _behind(view: LaneView) -> bool:
 
 
 @dataclass(frozen=True)
+class ShardHold:
+    """One held shard as a survey found it: when a hold there may first lapse, and its backlog then."""
+
+    until_ms: int
+    figures: Figures
+
+
+@dataclass(frozen=True)
 class Holds:
     """Striped shards whose every stripe a puller holds (`Busy.held`) and whose lane 0 holds nothing, as
-    this container last surveyed them: its polls leave each out until `until[shard]`, the first moment
-    a hold there may lapse, and answer an estimate (`figures[shard]`: its backlog then). A puller
+    this container last surveyed them (`shards`): its polls leave each out until its `until_ms`, the
+    first moment a hold there may lapse, and answer an estimate (its `figures`: its backlog then). A puller
     without a stripe surveying them again at every poll only read (twin, 125 pullers at 12,500 msg/s on
     4 shards: 2.8 RRU a message, 30,000 lane reads) and, at its long-poll's deadline, raced their
     holders. Per shard, and updated by every poll's full reads (`updated`): kept only from a poll that
@@ -113,29 +121,27 @@ class Holds:
     survey to be read at every poll, found held or not (twin, 500 pullers on 16 shards: 2.24-2.83 RRU a
     message over six runs, against 1.99-2.48 over three; docs/performance.md "Stop 52")."""
 
-    until: Mapping[int, int] = field(default_factory=dict)
-    figures: Mapping[int, Figures] = field(default_factory=dict)
+    shards: Mapping[int, ShardHold] = field(default_factory=dict)
     read: frozenset[int] = frozenset()  # the shards whose every lane the survey behind these holds read
 
     def active(self, now_ms: int) -> frozenset[int]:
         """The shards to leave out now."""
-        return frozenset(shard for shard, until in self.until.items() if now_ms < until)
+        return frozenset(shard for shard, hold in self.shards.items() if now_ms < hold.until_ms)
 
     def backlog(self, shards: Iterable[int]) -> int:
         """The backlog of `shards` (held ones) as last surveyed."""
-        return sum(self.figures[shard].backlog for shard in shards)
+        return sum(self.shards[shard].figures.backlog for shard in shards)
 
-    def updated(self, found: Holds) -> Holds:
+    def updated(self, found: Holds, now_ms: int) -> Holds:
         """These holds after a poll that found `found`: the shards it read in full as it found them, the
-        others as before (left out, or not read in full)."""
-        until = {s: u for s, u in self.until.items() if s not in found.read} | dict(found.until)
-        figures = {s: f for s, f in self.figures.items() if s in until} | dict(found.figures)
-        return Holds(until, figures)
+        others as before (left out, or not read in full); lapsed ones dropped (at most one entry per
+        readable shard, 256, whatever shards a long-lived container saw retire)."""
+        kept = {s: h for s, h in self.shards.items() if s not in found.read and now_ms < h.until_ms}
+        return Holds(kept | dict(found.shards))
 
     @staticmethod
     def of(reads: Sequence[ShardRead], group: str, now_ms: int, taken: Busy) -> Holds:
-        until: dict[int, int] = {}
-        figures: dict[int, Figures] = {}
+        held_shards: dict[int, ShardHold] = {}
         read_in_full: set[int] = set()
         for read in reads:
             lanes = read.groups[group]
@@ -153,9 +159,9 @@ class Holds:
                 continue  # lane 0 keeps what it held at the cut: its leases may come due
             stripes = [LaneView.of(read.address, group, ls, cursor, read.head) for ls in held]
             if stripes and all(taken.held(view, now_ms) for view in stripes):
-                until[read.shard.id] = min(view.last_ms for view in stripes) + taken.held_ms
-                figures[read.shard.id] = read.figures(group, now_ms)
-        return Holds(until, figures, frozenset(read_in_full))
+                until_ms = min(view.last_ms for view in stripes) + taken.held_ms
+                held_shards[read.shard.id] = ShardHold(until_ms, read.figures(group, now_ms))
+        return Holds(held_shards, frozenset(read_in_full))
 
 
 def shares_lane(mine: tuple[int, int] | None, replaced: int, lane_last_ms: int, last_ms: int) -> bool:

@@ -20,8 +20,9 @@ def test_a_shard_is_left_out_only_while_every_stripe_is_held_and_lane_0_holds_no
     holds = Holds.of(reads, GROUP, NOW_MS, TAKEN)
 
     assert holds.active(NOW_MS) == {0}  # shard 2: lane 0's lease kept across the cut may come due
-    assert holds.until[0] == NOW_MS - 100 + HELD_MS  # the first moment a hold may lapse
-    assert holds.active(holds.until[0] - 1) == {0} and holds.active(holds.until[0]) == frozenset()
+    assert holds.shards[0].until_ms == NOW_MS - 100 + HELD_MS  # the first moment a hold may lapse
+    until = holds.shards[0].until_ms
+    assert holds.active(until - 1) == {0} and holds.active(until) == frozenset()
 
 
 def test_a_stripe_its_puller_left_ends_the_shards_hold() -> None:
@@ -40,7 +41,7 @@ def test_each_shard_is_left_out_until_its_own_first_hold_may_lapse() -> None:
     first = NOW_MS - 100 + HELD_MS  # shard 0's first moment a hold may lapse
     assert holds.active(first - 1) == {0, 1}
     assert holds.active(first) == {1} and holds.active(first + 300) == frozenset()
-    assert holds.backlog({1}) == holds.figures[1].backlog
+    assert holds.backlog({1}) == holds.shards[1].figures.backlog
 
 
 def test_a_poll_updates_the_holds_of_the_shards_it_read_in_full_and_keeps_the_others() -> None:
@@ -50,8 +51,11 @@ def test_a_poll_updates_the_holds_of_the_shards_it_read_in_full_and_keeps_the_ot
     again at every poll."""
     before = Holds.of(striped_reads(3, one_left=False), GROUP, NOW_MS, TAKEN)
     reread = striped_reads(2, one_left=True)[1:]  # shard 1 read again: a stripe there was left
-    after = before.updated(Holds.of(reread, GROUP, NOW_MS, TAKEN))
-    assert after.active(NOW_MS) == {0, 2} and after.until[0] == before.until[0]
+    after = before.updated(Holds.of(reread, GROUP, NOW_MS, TAKEN), NOW_MS)
+    assert after.active(NOW_MS) == {0, 2} and after.shards[0] == before.shards[0]
     sample = striped_reads(3, one_left=True)[2:]
     sample[0].groups[GROUP].lanes.pop(5)  # shard 2 read without every lane: not news about its hold
-    assert after.updated(Holds.of(sample, GROUP, NOW_MS, TAKEN)).active(NOW_MS) == {0, 2}
+    assert after.updated(Holds.of(sample, GROUP, NOW_MS, TAKEN), NOW_MS).active(NOW_MS) == {0, 2}
+    lapsed = after.shards[0].until_ms  # shards 0 and 2: committed at the same moment
+    assert after.updated(Holds(), lapsed - 1).shards.keys() == {0, 2}
+    assert after.updated(Holds(), lapsed).shards == {}  # dropped once lapsed: no growth
