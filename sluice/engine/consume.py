@@ -527,7 +527,7 @@ class Consumer:
                     seen=pull.surveyed.get(place[0].id),
                 )
                 if pull.taken.held(view, self.clock()):
-                    self.planner.saw_held(view, pull.taken.held_ms)
+                    self.planner.saw_held(view, pull.taken, self.clock())
                     pull.exact = False
                     continue
                 if not busy and pull.taken(view, self.clock()):

@@ -61,6 +61,15 @@ WALK_MS = 300
 # second), and helping it once left it to them as well; where stripes outnumber pullers, each must keep
 # to more than one (100 pullers on 32 shards, 5 stripes a shard).
 MAX_HOLDS = 2
+# A hold read is left alone about this long (`Busy.trusted_until`; from half to one and a half times, so
+# the pullers that read one moment do not all come back the same moment), or until it may lapse if
+# later: holders renew theirs every block, about twice a second on a live stream, so a puller without
+# a stripe that read a shard again at each lapse found it held again, and read every stripe of every
+# shard twice a second (twin, 500 pullers on 16 shards: 2.0-2.5 RRU a message, four fifths of it by
+# the pullers holding no stripe; docs/performance.md "Stop 53"). A stripe whose holder left is found
+# that much later: 3 s hid stripes falling behind when a shard kept its lane 0 in every poll, which
+# then drew every puller without a stripe ("Stop 46"; "Stop 53": 1,000 throttled surveys a second).
+HOLD_TRUST_MS = 2_000
 BEHIND_BLOCKS = 2  # ... unless it holds this many blocks unread (`_behind`)
 RATE_WINDOW_MS = 250  # a shard's send rate is measured over HEAD reads at least this far apart
 
@@ -74,6 +83,7 @@ class Busy:
     ms: int = BUSY_MS
     mine: frozenset[tuple[int, int, int]] = frozenset()
     held_ms: int = BUSY_MS  # the same for a stripe lane (its puller keeps to it)
+    trust_ms: int = 0  # a hold read is left alone about this long (`trusted_until`)
 
     def __call__(self, view: LaneView, now_ms: int) -> bool:
         return self.held(view, now_ms) or (now_ms - view.last_ms < self.ms and not self._own(view))
@@ -87,6 +97,10 @@ class Busy:
     def recent(self, last_ms: int, now_ms: int) -> bool:
         """Whether a lane last committed at `last_ms` may still be held (a lane never committed is not)."""
         return last_ms > 0 and now_ms - last_ms < self.held_ms
+
+    def trusted_until(self, lapse_ms: int, now_ms: int) -> int:
+        """Until when a poll leaves alone a hold it read at `now_ms` that may lapse at `lapse_ms`."""
+        return max(lapse_ms, now_ms + round(self.trust_ms * random.uniform(0.5, 1.5)))
 
     def _own(self, view: LaneView) -> bool:
         return (view.address.id, view.lane, view.state.version) in self.mine
@@ -155,11 +169,15 @@ class Holds:
             if not all(taken.recent(ls.last_ms, now_ms) for ls in held):
                 continue  # a stripe its puller left (or never took): no view built (256 shards: 4,352)
             zero = lanes.lane0
-            if set(zero.state.pending) - zero.acked_seqs or lanes.unread(0, read.head.next):
-                continue  # lane 0 keeps what it held at the cut: its leases may come due
+            if lanes.unread(0, read.head.next):
+                continue  # lane 0 keeps what it held at the cut
+            due = [p.due_ms for seq, p in zero.state.pending.items() if seq not in zero.acked_seqs]
+            if min(due, default=now_ms + 1) <= now_ms:
+                continue  # a lease there came due
             stripes = [LaneView.of(read.address, group, ls, cursor, read.head) for ls in held]
             if stripes and all(taken.held(view, now_ms) for view in stripes):
-                until_ms = min(view.last_ms for view in stripes) + taken.held_ms
+                until_ms = taken.trusted_until(min(view.last_ms for view in stripes) + taken.held_ms, now_ms)
+                until_ms = min([until_ms, *due])  # lane 0's leases from before the cut: until one comes due
                 held_shards[read.shard.id] = ShardHold(until_ms, read.figures(group, now_ms))
         return Holds(held_shards, frozenset(read_in_full))
 
@@ -269,7 +287,7 @@ class PullPlanner:
         the last BUSY_MS (PATIENT_BUSY_MS for a patient poll), or HELD_MS for a stripe lane."""
         recent = self._recent(queue.name, group, now_ms)
         mine = frozenset((shard, lane, v) for (shard, lane), (v, _at) in recent.items())
-        return Busy(PATIENT_BUSY_MS if patient else BUSY_MS, mine, HELD_MS)
+        return Busy(PATIENT_BUSY_MS if patient else BUSY_MS, mine, HELD_MS, HOLD_TRUST_MS)
 
     def saw_head(self, queue: str, shard: int, head_next: int, now_ms: int) -> None:
         """A HEAD this container read: its shard's send rate is HEAD `next`'s growth between two reads at
@@ -299,10 +317,11 @@ class PullPlanner:
         found: dict[tuple[str, str], dict[tuple[int, int], int]] = self._local.__dict__.setdefault("held", {})
         return found.setdefault((queue, group), {})
 
-    def saw_held(self, view: LaneView, held_ms: int) -> None:
-        """A stripe lane another puller holds (`Busy.held`), as read: held until its hold may lapse."""
+    def saw_held(self, view: LaneView, taken: Busy, now_ms: int) -> None:
+        """A stripe lane another puller holds (`Busy.held`), as read at `now_ms`: left alone until
+        `Busy.trusted_until`."""
         held = self._held_lanes(view.address.queue, view.group)
-        held[(view.address.id, view.lane)] = view.last_ms + held_ms
+        held[(view.address.id, view.lane)] = taken.trusted_until(view.last_ms + taken.held_ms, now_ms)
 
     def known_held(self, queue: str, group: str, shard: int, lane: int, now_ms: int) -> bool:
         """Whether this container read the lane held by another puller, and the hold cannot have lapsed

@@ -3,23 +3,26 @@ bench/planner_cpu.py builds them (every shard cut into 16 stripes, read to HEAD)
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bench.planner_cpu import GROUP, MAX_STRIPES, NOW_MS, striped_reads
 from sluice.engine.groupstate import Pending
-from sluice.engine.pullplan import BUSY_MS, HELD_MS, Busy, Holds
+from sluice.engine.pullplan import BUSY_MS, HELD_MS, HOLD_TRUST_MS, Busy, Holds
 
-TAKEN = Busy(BUSY_MS, frozenset(), HELD_MS)
+TAKEN = Busy(BUSY_MS, frozenset(), HELD_MS)  # holds read are left alone until they may lapse
+TRUSTING = Busy(BUSY_MS, frozenset(), HELD_MS, HOLD_TRUST_MS)  # as `PullPlanner.busy` builds it
 BASE_ITEM = 9_900  # an item lane 0 read before the cut
 
 
-def test_a_shard_is_left_out_only_while_every_stripe_is_held_and_lane_0_holds_nothing() -> None:
+def test_a_shard_is_left_out_only_while_every_stripe_is_held_and_lane_0_has_nothing_due() -> None:
     reads = striped_reads(3, one_left=False)
     reads[1].groups[GROUP].lanes[MAX_STRIPES].last_ms = NOW_MS - HELD_MS  # its puller left
     zero = reads[2].groups[GROUP].lane0.state
-    zero.pending[BASE_ITEM] = Pending(item=BASE_ITEM, due_ms=NOW_MS + 30_000, attempts=1, leased=True)
+    zero.pending[BASE_ITEM] = Pending(item=BASE_ITEM, due_ms=NOW_MS, attempts=1, leased=True)
 
     holds = Holds.of(reads, GROUP, NOW_MS, TAKEN)
 
-    assert holds.active(NOW_MS) == {0}  # shard 2: lane 0's lease kept across the cut may come due
+    assert holds.active(NOW_MS) == {0}  # shard 2: lane 0's lease kept across the cut came due
     assert holds.shards[0].until_ms == NOW_MS - 100 + HELD_MS  # the first moment a hold may lapse
     until = holds.shards[0].until_ms
     assert holds.active(until - 1) == {0} and holds.active(until) == frozenset()
@@ -59,3 +62,35 @@ def test_a_poll_updates_the_holds_of_the_shards_it_read_in_full_and_keeps_the_ot
     lapsed = after.shards[0].until_ms  # shards 0 and 2: committed at the same moment
     assert after.updated(Holds(), lapsed - 1).shards.keys() == {0, 2}
     assert after.updated(Holds(), lapsed).shards == {}  # dropped once lapsed: no growth
+
+
+def test_lane_0s_leases_from_before_the_cut_leave_a_shard_out_until_one_comes_due() -> None:
+    """Such a shard used to be read at every poll of every puller without a stripe until its leases were
+    acked: with holds trusted longer, all of them surveyed it, and its partition throttled the sends."""
+    reads = striped_reads(2, one_left=False)
+    zero = reads[1].groups[GROUP].lane0.state
+    zero.pending[BASE_ITEM] = Pending(item=BASE_ITEM, due_ms=NOW_MS + 500, attempts=1, leased=True)
+    zero.pending[BASE_ITEM + 1] = Pending(item=BASE_ITEM, due_ms=NOW_MS + 200, attempts=0, leased=False)
+
+    holds = Holds.of(reads, GROUP, NOW_MS, TRUSTING)
+
+    assert holds.active(NOW_MS) == {0, 1}
+    assert holds.shards[1].until_ms == NOW_MS + 200  # the delayed one may be delivered then
+    assert holds.shards[0].until_ms >= NOW_MS + HOLD_TRUST_MS // 2
+
+
+def test_a_hold_read_is_left_alone_about_the_trust_even_when_it_may_lapse_sooner() -> None:
+    """Holders renew their holds every block: a puller without a stripe that read a shard again at each
+    lapse found it held again (twice a second). The trust is spread (half to one and a half times), so
+    pullers that read together do not come back together."""
+    reads = striped_reads(20, one_left=False)
+    lapse = NOW_MS - 100 + HELD_MS
+
+    holds = Holds.of(reads, GROUP, NOW_MS, TRUSTING)
+
+    untils = {hold.until_ms for hold in holds.shards.values()}
+    assert len(holds.shards) == 20 and len(untils) > 1
+    assert all(NOW_MS + HOLD_TRUST_MS // 2 <= until <= NOW_MS + 3 * HOLD_TRUST_MS // 2 for until in untils)
+    assert min(untils) > lapse
+    late = Holds.of(reads, GROUP, NOW_MS, replace(TRUSTING, held_ms=4 * HOLD_TRUST_MS))
+    assert {h.until_ms for h in late.shards.values()} == {NOW_MS - 100 + 4 * HOLD_TRUST_MS}  # the later lapse

@@ -12,7 +12,7 @@ import pytest
 from bench.twin.world import build
 from sluice.engine.consume import LONG_POLL_MAX_INTERVAL, _Pull
 from sluice.engine.lanes import STRIPE_BLOCK
-from sluice.engine.pullplan import HELD_MS, WALK_MS, shares_lane
+from sluice.engine.pullplan import HELD_MS, HOLD_TRUST_MS, WALK_MS, shares_lane
 from sluice.engine.store import ShardAddress
 from sluice.models import LeasedBatch, OutgoingMessage, Shard
 
@@ -98,8 +98,9 @@ def test_a_lone_puller_behind_a_stream_keeps_one_lane() -> None:
 
 def test_no_pull_takes_a_stripe_its_puller_holds_and_a_long_poll_leaves_it_unread() -> None:
     """Two pullers hold the two stripes of a shard: a third pull, even one that waits nothing (the
-    last resort of a long-poll's deadline), leaves their new blocks to them and answers an estimate;
-    its container reads the shard again only when a hold may lapse (1 s after its holder's commit)."""
+    last resort of a long-poll's deadline), leaves their new blocks to them and answers an estimate.
+    Its container reads the shard again only after HOLD_TRUST_MS (from half to one and a half times)
+    and once a hold may lapse (1 s after its holder's commit); another container takes a lapsed one."""
     world = build(seed=7)
     engine, sim = world.engine, world.sim
     queue = engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
@@ -126,8 +127,10 @@ def test_no_pull_takes_a_stripe_its_puller_holds_and_a_long_poll_leaves_it_unrea
     sim.spawn("holder-1", partial(pull, "holder-1", 0.0))
     sim.spawn("holder-2", partial(pull, "holder-2", 0.01))
     sim.spawn("sender", lambda: (sim.sleep(0.1), send(200)))
-    sim.spawn("third", lambda: (pull("now", 0.2), pull("waited", 0.0, 500), pull("lapsed", 0.5)))
-    sim.run_until(3)
+    sim.spawn("third", lambda: (pull("now", 0.2), pull("waited", 0.0, 500), pull("trusted", 0.4)))
+    sim.spawn("fourth", partial(pull, "lapsed", 1.2))
+    sim.spawn("later", lambda: (pull("later-now", 0.2), pull("after", 1.5 * HOLD_TRUST_MS / 1000)))
+    sim.run_until(5)
     assert len(answers["holder-1"].messages) == len(answers["holder-2"].messages) == 100
     for name in ("now", "waited"):  # both stripes held: their blocks wait for their holders
         assert answers[name].messages == [] and not answers[name].backlog_exact
@@ -136,7 +139,9 @@ def test_no_pull_takes_a_stripe_its_puller_holds_and_a_long_poll_leaves_it_unrea
     # reads nothing (before holds: 20 calls, a survey of HEAD + lane 0, each stripe alone and every
     # lane at each of its polls, 50-250 ms apart) and answers the backlog that survey saw.
     assert calls == [0]
-    assert len(answers["lapsed"].messages) == 100  # at 1.2 s neither holder has committed for 1 s
+    assert answers["trusted"].messages == []  # at 1.1 s: its container trusts what it read at 0.2 s
+    assert len(answers["lapsed"].messages) == 100  # ... another's reads: neither holder committed for 1 s
+    assert len(answers["after"].messages) == 100  # the trust over, the other lapsed stripe
 
 
 def test_a_lane_is_shared_when_another_commits_on_it_within_the_cycle() -> None:
