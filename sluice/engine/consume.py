@@ -62,6 +62,13 @@ class RetryRequest:
     delay_seconds: int | None = None
 
 
+# A container keeping to no lane that found holds surveys the shards not held at most this often: with
+# the held ones left out, every such puller surveyed the few others at each poll interval (50-400 ms),
+# and raced for a stripe whose holder left (twin, 500 pullers on 16 shards: 16.7-18.1 % of lane writes
+# lost and 271-633 throttled calls in two of four runs; docs/performance.md "Stop 53").
+HERD_S = HELD_MS / 1000
+
+
 class Consumer:
     def __init__(
         self,
@@ -160,9 +167,11 @@ class Consumer:
     ) -> tuple[float, frozenset[int] | None]:
         """Sleep until the next survey: one poll interval, or, with a `watch` (the shards' last surveys
         found nothing available), until shards move, with one cheap read a poll interval (and at the
-        earliest due time); while every shard's stripes are held (`Holds`), until a hold may lapse.
+        earliest due time); while every shard's stripes are held (`Holds`), until a hold may lapse; for
+        a container keeping to no lane while some are held, HELD_MS at least (`HERD_S`).
         (The next interval, the shards to survey: None for every shard.)"""
         clock = self.clock
+        since = clock.monotonic()
         while True:
             pause = min(delay, max(0.0, deadline - clock.monotonic()))
             if watch is not None:
@@ -176,6 +185,12 @@ class Consumer:
                 held = self.planner.holds(queue_name, group).active(clock())
                 if {s.id for s in queue.readable_shards} <= held:
                     continue  # nothing to take before a hold lapses
+                if (
+                    held
+                    and not self.planner.keeps_lane(queue_name, group)
+                    and clock.monotonic() < since + HERD_S
+                ):
+                    continue  # the shards not held were surveyed moments ago (see HERD_S)
                 return delay, None
             moved = self._moved(queue_name, watch, deadline)
             if moved is None or moved == watch.shards:

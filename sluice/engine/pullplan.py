@@ -341,6 +341,10 @@ class PullPlanner:
             return
         self._affinity()[(view.address.queue, view.group)] = (*kept, mine) if also else (mine,)
 
+    def keeps_lane(self, queue: str, group: str) -> bool:
+        """Whether this container keeps to a lane of the group (a holder waits for its stripe's blocks)."""
+        return bool(self._kept(queue, group))
+
     def _keeps(self, view: LaneView) -> bool:
         """Whether `view`'s lane is one this container keeps to."""
         return Affinity(view.address.id, view.lane) in self._kept(view.address.queue, view.group)

@@ -11,8 +11,8 @@ import pytest
 
 from bench.twin.world import build
 from sluice.engine.consume import LONG_POLL_MAX_INTERVAL, _Pull
-from sluice.engine.lanes import STRIPE_BLOCK
-from sluice.engine.pullplan import HELD_MS, HOLD_TRUST_MS, WALK_MS, shares_lane
+from sluice.engine.lanes import STRIPE_BLOCK, Figures
+from sluice.engine.pullplan import HELD_MS, HOLD_TRUST_MS, WALK_MS, Holds, ShardHold, shares_lane
 from sluice.engine.store import ShardAddress
 from sluice.models import LeasedBatch, OutgoingMessage, Shard
 
@@ -343,3 +343,26 @@ def test_a_holder_keeps_a_stripe_its_walk_leased_from_beside_its_own_up_to_max_h
     sim.spawn("holder", run)
     sim.run_until(5)
     assert results == [[1], [2], [3], [4], [5]]  # each block once, in order (seq // 100)
+
+
+def test_a_puller_keeping_to_no_lane_surveys_the_shards_not_held_once_a_hold_period() -> None:
+    """With held shards left out, every puller without a stripe surveyed the few others at each poll
+    interval and raced for a stripe whose holder left (docs/performance.md "Stop 53"): such a puller's
+    long-poll now surveys them at its start and at its deadline only (at most once a second)."""
+    world = build(seed=7)
+    engine, sim = world.engine, world.sim
+    queue = engine.queues.create("q", {"min_shards": 2, "max_shards": 2})
+    polls: list[float] = []
+
+    def pull() -> None:
+        consumer = world.container().consumer
+        until = consumer.clock() + 10 * HELD_MS  # shard 0 held for the whole long-poll
+        consumer.planner.found_holds("q", "default", Holds({queue.shards[0].id: ShardHold(until, Figures())}))
+        once = consumer._pull_once
+        consumer._pull_once = lambda *a, **k: (polls.append(sim.now), once(*a, **k))[1]  # type: ignore[method-assign]
+        answer = consumer.pull("q", group="default", batch_size=10, wait_ms=900)
+        assert answer.messages == [] and not answer.backlog_exact  # shard 0 as last surveyed
+
+    sim.spawn("puller", pull)
+    sim.run_until(2)
+    assert len(polls) == 2  # before: at 50, 150, 350 and 750 ms too
