@@ -61,14 +61,14 @@ WALK_MS = 300
 # second), and helping it once left it to them as well; where stripes outnumber pullers, each must keep
 # to more than one (100 pullers on 32 shards, 5 stripes a shard).
 MAX_HOLDS = 2
-# A hold read is left alone about this long (`Busy.trusted_until`; from half to one and a half times, so
-# the pullers that read one moment do not all come back the same moment), or until it may lapse if
-# later: holders renew theirs every block, about twice a second on a live stream, so a puller without
-# a stripe that read a shard again at each lapse found it held again, and read every stripe of every
-# shard twice a second (twin, 500 pullers on 16 shards: 2.0-2.5 RRU a message, four fifths of it by
-# the pullers holding no stripe; docs/performance.md "Stop 53"). A stripe whose holder left is found
-# that much later: 3 s hid stripes falling behind when a shard kept its lane 0 in every poll, which
-# then drew every puller without a stripe ("Stop 46"; "Stop 53": 1,000 throttled surveys a second).
+# A hold read is left alone about this long (`Busy.trusted_until`; drawn from half to one and a half
+# times, so pullers that read at one moment do not all come back at one moment), or until it may lapse
+# if later. Holders renew theirs every block, about twice a second on a live stream: a puller without a
+# stripe that read a shard again at each lapse found it held again, and read every stripe of every
+# shard twice a second (twin, 500 pullers on 16 shards: 2.3-2.6 RRU a message, four fifths of it by the
+# pullers holding no stripe; 1.0-1.3 in six of seven runs with this; docs/performance.md "Stop 53").
+# The price: such a puller finds a stripe whose holder left, or that fell behind, up to that much later
+# (3 s, fixed, left stripes behind in "Stop 46"; the proxy there keeps up with this).
 HOLD_TRUST_MS = 2_000
 BEHIND_BLOCKS = 2  # ... unless it holds this many blocks unread (`_behind`)
 RATE_WINDOW_MS = 250  # a shard's send rate is measured over HEAD reads at least this far apart
