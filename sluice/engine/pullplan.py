@@ -117,7 +117,7 @@ def _behind(view: LaneView) -> bool:
 
 @dataclass(frozen=True)
 class ShardHold:
-    """One held shard as a survey found it: when a hold there may first lapse, and its backlog then."""
+    """One held shard as a survey found it: until when it is left out, and its backlog then."""
 
     until_ms: int
     figures: Figures
@@ -125,9 +125,10 @@ class ShardHold:
 
 @dataclass(frozen=True)
 class Holds:
-    """Striped shards whose every stripe a puller holds (`Busy.held`) and whose lane 0 holds nothing, as
-    this container last surveyed them (`shards`): its polls leave each out until its `until_ms`, the
-    first moment a hold there may lapse, and answer an estimate (its `figures`: its backlog then). A puller
+    """Striped shards whose every stripe a puller holds (`Busy.held`) and whose lane 0 has nothing unread
+    and no lease due, as this container last surveyed them (`shards`): its polls leave each out until
+    its `until_ms` (`Busy.trusted_until`, or a lease of lane 0 coming due), and answer an estimate (its
+    `figures`: its backlog then). A puller
     without a stripe surveying them again at every poll only read (twin, 125 pullers at 12,500 msg/s on
     4 shards: 2.8 RRU a message, 30,000 lane reads) and, at its long-poll's deadline, raced their
     holders. Per shard, and updated by every poll's full reads (`updated`): kept only from a poll that
@@ -172,7 +173,7 @@ class Holds:
             if lanes.unread(0, read.head.next):
                 continue  # lane 0 keeps what it held at the cut
             due = [p.due_ms for seq, p in zero.state.pending.items() if seq not in zero.acked_seqs]
-            if min(due, default=now_ms + 1) <= now_ms:
+            if any(due_ms <= now_ms for due_ms in due):
                 continue  # a lease there came due
             stripes = [LaneView.of(read.address, group, ls, cursor, read.head) for ls in held]
             if stripes and all(taken.held(view, now_ms) for view in stripes):
