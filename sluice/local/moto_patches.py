@@ -20,7 +20,10 @@ ValidationException); moto takes any number. (Item size, BatchGetItem's 100 keys
 moto checks a write's condition and then applies it without a lock, so two threads (the local
 runtime's server threads, or a test's) can both pass `ver = :v` and both write: a lost update that
 real DynamoDB never allows. Every conditional-write test would be meaningless, so the local runtime
-and the test suite serialize moto's mutating DynamoDB calls (reads stay concurrent).
+and the test suite serialize moto's mutating DynamoDB calls. Query and Scan take the same lock: they
+iterate the table's dicts, and a write adding an item meanwhile made them raise "dictionary changed
+size during iteration" (a puller thread of tests/integration/test_engine.py died of it in CI), which
+DynamoDB never answers. Single-item reads stay concurrent.
 
 Writes can be watched (`on_write`): after each successful write call (a transaction once, as a whole,
 and never when it was cancelled) the listeners get the backend and the (table, key) of every item it
@@ -44,6 +47,7 @@ DYNAMODB_BATCH_WRITE_MAX = 25
 _SSM_READS = ("get_parameter", "get_parameters", "get_parameters_by_path")
 _lock = threading.RLock()
 _MUTATIONS = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
+_TABLE_WALKS = ("query", "scan")  # iterate a table's item dicts, which a concurrent write may resize
 # (table name, key in DynamoDB JSON) of every item a write call changed.
 Written = list[tuple[str, dict[str, Any]]]
 WriteListener = Callable[[Any, Written], None]
@@ -93,6 +97,18 @@ def apply() -> None:
         functools.update_wrapper(serialized, original)
         serialized._sluice_serialized = True  # type: ignore[attr-defined]
         setattr(DynamoDBBackend, name, serialized)
+    for name in _TABLE_WALKS:
+        original = getattr(DynamoDBBackend, name)
+        if getattr(original, "_sluice_serialized", False):
+            continue
+
+        def walk(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            with _lock:
+                return __original(self, *args, **kwargs)
+
+        functools.update_wrapper(walk, original)
+        walk._sluice_serialized = True  # type: ignore[attr-defined]
+        setattr(DynamoDBBackend, name, walk)
 
 
 def _written(backend: Any, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Written:
