@@ -591,9 +591,14 @@ class Consumer:
             pull.exact = False
         lost = tally.lost_races > 0
         cut = False
-        if (got or lost) and last is not None and view.lane == 0 and view.cursor is None:
-            shared = lost or shares_lane(before, over, read_ms, last)
-            cut = self._stripe(pull, view, (now - last) / 1000, shared=shared)
+        if view.lane == 0 and view.cursor is None and (lost or (got and last is not None)):
+            # A container that committed nothing lately (a walker) has no cycle of its own, but its lost
+            # race proves the lane shared: it cuts for a cycle of HELD_MS. Left to containers with a
+            # recent commit, a lane a herd of walkers raced stayed one lane for seconds (twin, 500
+            # pullers on 16 shards: up to 33 lost races in a second on such lanes, none won by a lease).
+            cycle_s = (now - last) / 1000 if last is not None else HELD_MS / 1000
+            shared = lost or (last is not None and shares_lane(before, over, read_ms, last))
+            cut = self._stripe(pull, view, cycle_s, shared=shared)
         if lost and own and not cut:
             self._widen(pull, view)
         # Two pullers on one lane: each lost race sends the loser away with even odds (both leaving at

@@ -366,3 +366,44 @@ def test_a_puller_keeping_to_no_lane_surveys_the_shards_not_held_once_a_hold_per
     sim.spawn("puller", pull)
     sim.run_until(2)
     assert len(polls) == 2  # before: at 50, 150, 350 and 750 ms too
+
+
+def test_a_walker_that_loses_a_race_on_a_streams_one_lane_cuts_it_into_stripes() -> None:
+    """A container that committed nothing lately (a walker) has no cycle of its own; when it loses a
+    race on the one lane of a shard whose send rate it measured, it cuts stripes for a cycle of HELD_MS.
+    Left to containers with a recent commit, a lane that a herd of walkers raced stayed one lane."""
+    world = build(seed=12)
+    engine, sim = world.engine, world.sim
+    queue = engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
+    shard = queue.shards[0]
+    at = ShardAddress.of(queue, shard)
+    store = engine.backend.store
+    taken: list[int] = []
+
+    def send(batches: int) -> None:
+        for _ in range(batches):
+            engine.publisher.publish("q", [OutgoingMessage(body=b"x" * 200) for _ in range(100)])
+
+    def walker() -> None:
+        consumer = world.container().consumer
+        consumer.planner.saw_head("q", shard.id, store.head(at).next, consumer.clock())
+        sim.sleep(0.5)  # 1,000 messages sent meanwhile
+        consumer.planner.saw_head("q", shard.id, store.head(at).next, consumer.clock())
+        view = consumer.planner.lane(queue, shard, "default", 0, head=True)
+        sim.sleep(0.2)  # another container commits the lane meanwhile
+        pull = _Pull(queue, "default", 100, 30_000, None, None)
+        consumer._lease(pull, view, set())  # its commit loses, then it takes the next 100
+        taken.append(len(pull.out))
+
+    def other() -> None:
+        sim.sleep(0.6)
+        taken.append(len(world.container().consumer.pull("q", group="default", batch_size=100).messages))
+
+    send(1)
+    sim.spawn("walker", walker)
+    sim.spawn("other", other)
+    sim.spawn("sender", lambda: (sim.sleep(0.1), send(10)))
+    sim.run_until(2)
+    assert taken == [100, 100]
+    cursor = store.read_lanes(at, "default", [], head=False).cursor
+    assert cursor is not None and cursor.stripe == STRIPE_BLOCK and cursor.stripes >= 2
