@@ -596,7 +596,8 @@ class Consumer:
             # race proves the lane shared: it cuts for a cycle of HELD_MS. Left to containers with a
             # recent commit, a lane a herd of walkers raced stayed one lane (twin, 500 pullers on 16
             # shards: one went 2.1 s without a commit while ~5,000 messages arrived, then a herd took
-            # them 100 a win, each win costing the others a lost race, until a holder cut it).
+            # them 100 a win, each win costing the others a lost race, until a container with a
+            # recent commit came and cut it).
             cycle_s = (now - last) / 1000 if last is not None else HELD_MS / 1000
             shared = lost or (last is not None and shares_lane(before, over, read_ms, last))
             cut = self._stripe(pull, view, cycle_s, shared=shared)
