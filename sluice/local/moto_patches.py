@@ -72,7 +72,7 @@ def apply() -> None:
     _batch_write_limit()
     from moto.dynamodb.models import DynamoDBBackend
 
-    for name in _MUTATIONS:
+    for name in (*_MUTATIONS, *_TABLE_WALKS):  # a walk writes nothing: `_written` tells no listener
         original = getattr(DynamoDBBackend, name, None)
         if original is None or getattr(original, "_sluice_serialized", False):
             continue
@@ -97,18 +97,6 @@ def apply() -> None:
         functools.update_wrapper(serialized, original)
         serialized._sluice_serialized = True  # type: ignore[attr-defined]
         setattr(DynamoDBBackend, name, serialized)
-    for name in _TABLE_WALKS:
-        original = getattr(DynamoDBBackend, name)
-        if getattr(original, "_sluice_serialized", False):
-            continue
-
-        def walk(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
-            with _lock:
-                return __original(self, *args, **kwargs)
-
-        functools.update_wrapper(walk, original)
-        walk._sluice_serialized = True  # type: ignore[attr-defined]
-        setattr(DynamoDBBackend, name, walk)
 
 
 def _written(backend: Any, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Written:
