@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from sluice import errors
 from sluice.engine.backend import Backend
 from sluice.engine.commit import LaneView
-from sluice.engine.lanes import Figures, may_claim
+from sluice.engine.lanes import MAX_STRIPES, Figures, may_claim
 from sluice.engine.regions import by_region
 from sluice.engine.shardstate import ShardRead, ShardStateReader
 from sluice.engine.store import ShardAddress, ShardStore
@@ -70,6 +70,10 @@ MAX_HOLDS = 2
 # The price: such a puller finds a stripe whose holder left, or that fell behind, up to that much later
 # (3 s, fixed, left stripes behind in "Stop 46"; the proxy there keeps up with this).
 HOLD_TRUST_MS = 2_000
+# Lanes a container remembers held (`saw_held`) leave when looked up after their trust; past this many,
+# the lapsed ones are dropped at once. Twice the most that can be held at a time (256 shards x 16
+# stripes), so the drop is rare and a long-lived container's entries stay bounded as shards retire.
+HELD_LANES_PRUNE_AT = 2 * 256 * MAX_STRIPES
 BEHIND_BLOCKS = 2  # ... unless it holds this many blocks unread (`_behind`)
 RATE_WINDOW_MS = 250  # a shard's send rate is measured over HEAD reads at least this far apart
 
@@ -322,6 +326,9 @@ class PullPlanner:
         """A stripe lane another puller holds (`Busy.held`), as read at `now_ms`: left alone until
         `Busy.trusted_until`."""
         held = self._held_lanes(view.address.queue, view.group)
+        if len(held) >= HELD_LANES_PRUNE_AT:  # lanes of shards since retired are never looked up again
+            for key in [key for key, until in held.items() if until <= now_ms]:
+                del held[key]
         held[(view.address.id, view.lane)] = taken.trusted_until(view.last_ms + taken.held_ms, now_ms)
 
     def known_held(self, queue: str, group: str, shard: int, lane: int, now_ms: int) -> bool:

@@ -10,9 +10,20 @@ from functools import partial
 import pytest
 
 from bench.twin.world import build
+from sluice.engine.commit import LaneView
 from sluice.engine.consume import LONG_POLL_MAX_INTERVAL, _Pull
+from sluice.engine.groupstate import GroupState
 from sluice.engine.lanes import STRIPE_BLOCK, Figures
-from sluice.engine.pullplan import HELD_MS, HOLD_TRUST_MS, WALK_MS, Holds, ShardHold, shares_lane
+from sluice.engine.pullplan import (
+    HELD_LANES_PRUNE_AT,
+    HELD_MS,
+    HOLD_TRUST_MS,
+    WALK_MS,
+    Busy,
+    Holds,
+    ShardHold,
+    shares_lane,
+)
 from sluice.engine.store import ShardAddress
 from sluice.models import LeasedBatch, OutgoingMessage, Shard
 
@@ -407,3 +418,19 @@ def test_a_walker_that_loses_a_race_on_a_streams_one_lane_cuts_it_into_stripes()
     assert taken == [100, 100]
     cursor = store.read_lanes(at, "default", [], head=False).cursor
     assert cursor is not None and cursor.stripe == STRIPE_BLOCK and cursor.stripes >= 2
+
+
+def test_a_containers_memory_of_held_lanes_stays_bounded_as_shards_come_and_go() -> None:
+    """Lanes read held leave `saw_held`'s memory when looked up after their trust; those of shards that
+    retired are never looked up again, so past HELD_LANES_PRUNE_AT the lapsed ones are dropped at once."""
+    world = build(seed=13)
+    engine = world.engine
+    queue = engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
+    planner, taken = engine.consumer.planner, Busy(held_ms=HELD_MS, trust_ms=HOLD_TRUST_MS)
+    at = ShardAddress.of(queue, queue.shards[0])
+    for shard in range(HELD_LANES_PRUNE_AT + 10):  # shards that each retire before they are looked up again
+        address = ShardAddress(at.queue, at.incarnation, at.shard.model_copy(update={"id": shard}))
+        view = LaneView(address, "default", 1, GroupState(), frozenset(), None, last_ms=shard)
+        planner.saw_held(view, taken, now_ms=shard)
+    assert len(planner._held_lanes("q", "default")) <= HELD_LANES_PRUNE_AT
+    assert planner.known_held("q", "default", HELD_LANES_PRUNE_AT + 9, 1, HELD_LANES_PRUNE_AT + 9)
