@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from sluice import errors
 from sluice.engine.clock import Clock
 from sluice.engine.groupstate import GroupState
-from sluice.engine.lanes import Cursor, LaneState, acked_seqs, drop_below
+from sluice.engine.lanes import Cursor, Figures, GroupLanes, LaneState, acked_seqs, drop_below
 from sluice.engine.store import Head, ShardAddress, ShardStore, StateConflict
 
 MAX_COMMIT_ATTEMPTS = 30
@@ -57,6 +57,14 @@ class LaneView:
             view.floor = head.floor
             view.dirty = drop_below(view.state, head.floor)
         return view
+
+    def figures(self, now_ms: int) -> Figures:
+        """This lane's share of its shard's figures (`GroupLanes.figures`) as read; none when the HEAD
+        was not read."""
+        if self.head is None:
+            return Figures()
+        lane = LaneState(self.lane, self.state, self.acked, self.last_ms, self.acks_added, self.retired)
+        return GroupLanes(self.cursor, {self.lane: lane}).figures(self.head.next, now_ms, self.floor)
 
     @property
     def on_stripe(self) -> bool:

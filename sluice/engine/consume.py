@@ -317,7 +317,13 @@ class Consumer:
                 else None,
             ),
             following,
-            Holds.of(list(pull.surveyed.values()), group, self.clock(), pull.taken),
+            Holds.of(
+                list(pull.surveyed.values()),
+                group,
+                self.clock(),
+                pull.taken,
+                self.planner.trusted_holds(queue_name, group, self.clock()),
+            ),
         )
 
     @staticmethod
@@ -393,9 +399,13 @@ class Consumer:
                 pull.exact = False
                 pull.figures.add(figures)
                 return
-            reads = self._surveyed(pull, *self.planner.survey_lanes(queue, group, reads))
+            reads = self._surveyed(pull, *self.planner.survey_lanes(queue, group, reads, self.clock()))
+            if any(len(read.groups[group].lanes) < read.groups[group].high for read in reads):
+                pull.exact = False  # lanes read held lately were left to their pullers
+            self.planner.saw_holds(reads, group, pull.taken, self.clock())
             surveyed_at, leased_before = self.clock(), len(pull.out)
             figures = PullPlanner.figures(reads, group, surveyed_at)
+            figures.add(self.planner.unread_figures(queue.name, group, reads, surveyed_at))
             idle = self._idle(reads, group, surveyed_at)
             if pull.carried:
                 pull.carried.surveyed = True

@@ -8,8 +8,9 @@
    (one BatchGetItem per 50 shards). Unclaimed messages anywhere are claimed by a lane of that shard
    (not lane 0 while there are others: it shares the shard's partition with the HEAD).
 3. Still room and nothing claimable: the other lanes of the shards whose cursor says they may hold
-   work. After this read the pull knows every shard's every lane at one moment; if it then leases
-   nothing, nothing was deliverable in the region (an exact empty answer, and an exact backlog).
+   work, but those this container read held lately (their pullers read each block as it comes). After
+   this read the pull knows every shard's every lane at one moment; if it then leases nothing, and left
+   no lane unread, nothing was deliverable in the region (an exact empty answer, and an exact backlog).
 """
 
 from __future__ import annotations
@@ -102,9 +103,14 @@ class Busy:
         """Whether a lane last committed at `last_ms` may still be held (a lane never committed is not)."""
         return last_ms > 0 and now_ms - last_ms < self.held_ms
 
-    def trusted_until(self, lapse_ms: int, now_ms: int) -> int:
-        """Until when a poll leaves alone a hold it read at `now_ms` that may lapse at `lapse_ms`."""
-        return max(lapse_ms, now_ms + round(self.trust_ms * random.uniform(0.5, 1.5)))
+    def trusted_until(self, lapse_ms: int, now_ms: int, trust_ms: int | None = None) -> int:
+        """Until when a poll leaves alone a hold it read at `now_ms` that may lapse at `lapse_ms`;
+        `trust_ms`: one `trust()` drawn for lanes read together."""
+        return max(lapse_ms, now_ms + (self.trust() if trust_ms is None else trust_ms))
+
+    def trust(self) -> int:
+        """How long a hold read now is left alone: from half to one and a half times `trust_ms`."""
+        return round(self.trust_ms * random.uniform(0.5, 1.5))
 
     def _own(self, view: LaneView) -> bool:
         return (view.address.id, view.lane, view.state.version) in self.mine
@@ -117,6 +123,15 @@ def _behind(view: LaneView) -> bool:
     if cursor is None or head is None:
         return False
     return cursor.striped(view.lane, view.state.read, head.next) >= BEHIND_BLOCKS * cursor.stripe
+
+
+@dataclass(frozen=True)
+class LaneHold:
+    """A stripe lane read held by another puller: until when this container leaves it unread, and the
+    lane's figures then (what a poll that leaves it unread counts for it)."""
+
+    until_ms: int
+    figures: Figures
 
 
 @dataclass(frozen=True)
@@ -141,7 +156,7 @@ class Holds:
     message over six runs, against 1.99-2.48 over three; docs/performance.md "Stop 52")."""
 
     shards: Mapping[int, ShardHold] = field(default_factory=dict)
-    read: frozenset[int] = frozenset()  # the shards whose every lane the survey behind these holds read
+    read: frozenset[int] = frozenset()  # the shards whose every lane the survey behind these read or trusted
 
     def active(self, now_ms: int) -> frozenset[int]:
         """The shards to leave out now."""
@@ -159,14 +174,26 @@ class Holds:
         return Holds(kept | dict(found.shards))
 
     @staticmethod
-    def of(reads: Sequence[ShardRead], group: str, now_ms: int, taken: Busy) -> Holds:
+    def of(
+        reads: Sequence[ShardRead],
+        group: str,
+        now_ms: int,
+        taken: Busy,
+        known: Mapping[tuple[int, int], LaneHold] | None = None,
+    ) -> Holds:
+        """The holds `reads` show; a lane they leave out counts as read held when `known` holds it
+        (the holds this container read and trusts still, by (shard, lane): `survey_lanes` skips those)."""
+        known = known or {}
         held_shards: dict[int, ShardHold] = {}
         read_in_full: set[int] = set()
         for read in reads:
             lanes = read.groups[group]
             cursor = lanes.cursor
-            if len(lanes.lanes) < lanes.high:
-                continue  # not every lane read
+            unread = [(read.shard.id, lane) for lane in range(lanes.high) if lane not in lanes.lanes]
+            if any(key not in known for key in unread):
+                continue  # not every lane read or trusted held
+            trusted = [known[key] for key in unread]
+            untils = [hold.until_ms for hold in trusted]
             read_in_full.add(read.shard.id)
             if cursor is None or not cursor.stripe:
                 continue  # not striped
@@ -180,10 +207,15 @@ class Holds:
             if any(due_ms <= now_ms for due_ms in due):
                 continue  # a lease there came due
             stripes = [LaneView.of(read.address, group, ls, cursor, read.head) for ls in held]
-            if stripes and all(taken.held(view, now_ms) for view in stripes):
-                until_ms = taken.trusted_until(min(view.last_ms for view in stripes) + taken.held_ms, now_ms)
-                until_ms = min([until_ms, *due])  # lane 0's leases from before the cut: until one comes due
-                held_shards[read.shard.id] = ShardHold(until_ms, read.figures(group, now_ms))
+            if (stripes or trusted) and all(taken.held(view, now_ms) for view in stripes):
+                if stripes:
+                    lapse = min(view.last_ms for view in stripes) + taken.held_ms
+                    untils.append(taken.trusted_until(lapse, now_ms))
+                until_ms = min([*untils, *due])  # lane 0's leases from before the cut: until one comes due
+                figures = read.figures(group, now_ms)
+                for hold in trusted:
+                    figures.add(hold.figures)
+                held_shards[read.shard.id] = ShardHold(until_ms, figures)
         return Holds(held_shards, frozenset(read_in_full))
 
 
@@ -318,27 +350,43 @@ class PullPlanner:
     def found_holds(self, queue: str, group: str, holds: Holds) -> None:
         self._local.__dict__.setdefault("holds", {})[(queue, group)] = holds
 
-    def _held_lanes(self, queue: str, group: str) -> dict[tuple[int, int], int]:
-        found: dict[tuple[str, str], dict[tuple[int, int], int]] = self._local.__dict__.setdefault("held", {})
+    def _held_lanes(self, queue: str, group: str) -> dict[tuple[int, int], LaneHold]:
+        found: dict[tuple[str, str], dict[tuple[int, int], LaneHold]]
+        found = self._local.__dict__.setdefault("held", {})
         return found.setdefault((queue, group), {})
 
-    def saw_held(self, view: LaneView, taken: Busy, now_ms: int) -> None:
+    def saw_held(self, view: LaneView, taken: Busy, now_ms: int, trust_ms: int | None = None) -> None:
         """A stripe lane another puller holds (`Busy.held`), as read at `now_ms`: left alone until
-        `Busy.trusted_until`."""
+        `Busy.trusted_until` (`trust_ms` as there)."""
         held = self._held_lanes(view.address.queue, view.group)
         if len(held) >= HELD_LANES_PRUNE_AT:  # lanes of shards since retired are never looked up again
-            for key in [key for key, until in held.items() if until <= now_ms]:
+            for key in [key for key, hold in held.items() if hold.until_ms <= now_ms]:
                 del held[key]
-        held[(view.address.id, view.lane)] = taken.trusted_until(view.last_ms + taken.held_ms, now_ms)
+        until = taken.trusted_until(view.last_ms + taken.held_ms, now_ms, trust_ms)
+        held[(view.address.id, view.lane)] = LaneHold(until, view.figures(now_ms))
+
+    def saw_holds(self, reads: Iterable[ShardRead], group: str, taken: Busy, now_ms: int) -> None:
+        """`saw_held` for every stripe lane of `reads` another puller holds: the next survey leaves
+        them unread (`survey_lanes`). One trust a shard: drawn for each lane, the shard's earliest
+        lapse came about half as late, and the hold of the whole shard (`Holds`) with it."""
+        for read in reads:
+            lanes = read.groups[group]
+            if lanes.cursor is None or not lanes.cursor.stripe:
+                continue
+            trust_ms = taken.trust()
+            for ls in [ls for lane, ls in lanes.lanes.items() if lane]:
+                view = LaneView.of(read.address, group, ls, lanes.cursor, read.head)
+                if taken.held(view, now_ms):
+                    self.saw_held(view, taken, now_ms, trust_ms)
 
     def known_held(self, queue: str, group: str, shard: int, lane: int, now_ms: int) -> bool:
         """Whether this container read the lane held by another puller, and the hold cannot have lapsed
         since: a poll passes over it without reading it again."""
         held = self._held_lanes(queue, group)
-        until = held.get((shard, lane))
-        if until is not None and until <= now_ms:
+        hold = held.get((shard, lane))
+        if hold is not None and hold.until_ms <= now_ms:
             del held[(shard, lane)]
-        return until is not None and now_ms < until
+        return hold is not None and now_ms < hold.until_ms
 
     def keep(self, view: LaneView, *, also: bool = False) -> None:
         """Keep to `view`'s lane from now on; `also`: a stripe leased on a holder's walk, kept beside the
@@ -422,15 +470,36 @@ class PullPlanner:
         return self._seen(queue, group, reads, unread)
 
     def survey_lanes(
-        self, queue: Queue, group: str, reads: Sequence[ShardRead]
+        self, queue: Queue, group: str, reads: Sequence[ShardRead], now_ms: int
     ) -> tuple[list[ShardRead], list[Shard]]:
         """The survey's second step: every other lane of the shards `reads` found split, with their HEAD
         and lane 0 as `reads` holds them (read moments ago: the shard's partition, which every pull
         reads, is not read twice). Exact all the same: a message only moves forward (unclaimed →
         a lane's range → pending → done), so one that was deliverable when lane 0 was read and is not
-        in its lane now was leased meanwhile."""
-        more, unread = self.states.read_other_lanes(reads, fail_fast=True)
+        in its lane now was leased meanwhile. Lanes this container read held by another puller, whose
+        hold it trusts still (`known_held`), are left unread (absent from the reads: no proof for them);
+        under load a puller without a stripe read them again at every poll, 98 % of its lane reads there
+        (twin, 500 pullers on 16 shards: 0.34-0.60 RRU a message; docs/performance.md "Stop 55")."""
+        ids = {read.shard.id: read.address.pk for read in reads}
+        trusted = self.trusted_holds(queue.name, group, now_ms)
+        skip = {(ids[shard], group, lane) for shard, lane in trusted if shard in ids}
+        more, unread = self.states.read_other_lanes(reads, fail_fast=True, skip=skip)
         return self._seen(queue, group, more, unread)
+
+    def trusted_holds(self, queue: str, group: str, now_ms: int) -> dict[tuple[int, int], LaneHold]:
+        """The lanes this container read held and trusts still, by (shard, lane)."""
+        held = self._held_lanes(queue, group)
+        return {key: hold for key, hold in held.items() if now_ms < hold.until_ms}
+
+    def unread_figures(self, queue: str, group: str, reads: Iterable[ShardRead], now_ms: int) -> Figures:
+        """What the lanes `reads` left unread count, as this container last read them held."""
+        trusted, out = self.trusted_holds(queue, group, now_ms), Figures()
+        for read in reads:
+            lanes = read.groups[group]
+            for lane in range(lanes.high):
+                if lane not in lanes.lanes and (hold := trusted.get((read.shard.id, lane))) is not None:
+                    out.add(hold.figures)
+        return out
 
     def _seen(
         self, queue: Queue, group: str, reads: list[ShardRead], unread: list[Shard]

@@ -7,7 +7,7 @@ so the figures they compute agree: after a purge the backlog is 0 everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sluice.engine.lanes import Figures, GroupLanes
@@ -77,12 +77,16 @@ class ShardStateReader:
         return [_floored(v) for v in views], [at.shard for at in unread]
 
     def read_other_lanes(
-        self, reads: Sequence[ShardRead], *, fail_fast: bool = False
+        self,
+        reads: Sequence[ShardRead],
+        *,
+        fail_fast: bool = False,
+        skip: Container[tuple[str, str, int]] = frozenset(),
     ) -> tuple[list[ShardRead], list[Shard]]:
-        """`reads` (HEAD and lane 0 read moments ago) with their other lanes read now, and the shards
-        whose lanes could not be read (`store.read_other_lanes`)."""
+        """`reads` (HEAD and lane 0 read moments ago) with their other lanes read now, but `skip`'s, and
+        the shards whose lanes could not be read (`store.read_other_lanes`)."""
         views, unread = self.store.read_other_lanes(
-            [ShardView(r.address, r.head, r.groups) for r in reads], fail_fast=fail_fast
+            [ShardView(r.address, r.head, r.groups) for r in reads], fail_fast=fail_fast, skip=skip
         )
         given = {r.address.pk: r for r in reads}
         out = []

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 from bench.planner_cpu import GROUP, MAX_STRIPES, NOW_MS, striped_reads
 from sluice.engine.groupstate import Pending
-from sluice.engine.pullplan import BUSY_MS, HELD_MS, HOLD_TRUST_MS, Busy, Holds
+from sluice.engine.lanes import Figures
+from sluice.engine.pullplan import BUSY_MS, HELD_MS, HOLD_TRUST_MS, Busy, Holds, LaneHold
 
 TAKEN = Busy(BUSY_MS, frozenset(), HELD_MS)  # holds read are left alone until they may lapse
 TRUSTING = Busy(BUSY_MS, frozenset(), HELD_MS, HOLD_TRUST_MS)  # as `PullPlanner.busy` builds it
@@ -94,3 +95,24 @@ def test_a_hold_read_is_left_alone_about_the_trust_even_when_it_may_lapse_sooner
     assert min(untils) > lapse
     late = Holds.of(reads, GROUP, NOW_MS, replace(TRUSTING, held_ms=4 * HOLD_TRUST_MS))
     assert {h.until_ms for h in late.shards.values()} == {NOW_MS - 100 + 4 * HOLD_TRUST_MS}  # the later lapse
+
+
+def test_stripes_left_unread_count_as_held_while_their_container_trusts_what_it_read() -> None:
+    """`survey_lanes` leaves unread the stripes its container read held and trusts still: a shard read
+    that way is held until the earliest of those trusts, and its figures count them as then read. A
+    stripe left unread that the container does not trust held leaves the shard out of the holds (read
+    again at the next poll)."""
+    reads = striped_reads(2, one_left=False)
+    skipped = Figures(in_flight=100, unread=7)
+    known = {(0, lane): LaneHold(NOW_MS + 900 + lane, skipped) for lane in range(1, MAX_STRIPES + 1)}
+    reads[0].groups[GROUP].lanes = {0: reads[0].groups[GROUP].lane0}  # lane 0 alone read
+    for lane in (3, 4):
+        reads[1].groups[GROUP].lanes.pop(lane)  # two stripes unread, not trusted held
+
+    holds = Holds.of(reads, GROUP, NOW_MS, TRUSTING, known)
+
+    assert holds.read == {0} and holds.active(NOW_MS) == {0}
+    assert holds.shards[0].until_ms == NOW_MS + 901  # stripe 1's trust ends first
+    lane0 = reads[0].figures(GROUP, NOW_MS).backlog
+    assert holds.shards[0].figures.backlog == lane0 + MAX_STRIPES * 107  # the stripes as remembered
+    assert Holds.of(reads, GROUP, NOW_MS, TRUSTING).read == frozenset()  # nothing trusted: not news

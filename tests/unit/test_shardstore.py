@@ -258,3 +258,17 @@ def striped_epoch_contract(store: ShardStore, at: ShardAddress) -> None:
     assert store.split(at, "g", 3, stripe=100)
     again = store.read_lanes(at, "g", [1], head=False)
     assert again.cursor is not None and again.cursor.epoch == 2 and again.lanes[1].retired == 1
+
+
+def test_the_other_lanes_are_read_but_those_skipped(store: ShardStore) -> None:
+    store.allocate(AT, 1_000, 1, COUNTS)
+    store.commit_lane(AT, "g", 0, GroupState(read=100, read_item=100, version=0), 0, now_ms=1)
+    assert store.split(AT, "g", 4)
+    (view,), _ = store.read_groups([AT], ["g"], every_lane=False)
+    assert set(view.groups["g"].lanes) == {0}
+    (every,), _ = store.read_other_lanes([view])
+    (some,), _ = store.read_other_lanes([view], skip={(AT.pk, "g", 2), (AT.pk, "other", 1)})
+    (none,), _ = store.read_other_lanes([view], skip={(AT.pk, "g", lane) for lane in (1, 2, 3)})
+    assert set(every.groups["g"].lanes) == {0, 1, 2, 3}
+    assert set(some.groups["g"].lanes) == {0, 1, 3}  # another group's lane skipped is not this one
+    assert set(none.groups["g"].lanes) == {0}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -439,7 +439,11 @@ class DynamoShardStore:
         return views, [at for at in ats if at.pk in unread]
 
     def read_other_lanes(
-        self, views: Sequence[ShardView], *, fail_fast: bool = False
+        self,
+        views: Sequence[ShardView],
+        *,
+        fail_fast: bool = False,
+        skip: Container[tuple[str, str, int]] = frozenset(),
     ) -> tuple[list[ShardView], list[ShardAddress]]:
         fresh = [
             ShardView(
@@ -447,19 +451,29 @@ class DynamoShardStore:
             )
             for v in views
         ]
-        return self._add_lanes(fresh, True, fail_fast)
+        return self._add_lanes(fresh, True, fail_fast, skip)
 
     def _add_lanes(
-        self, views: list[ShardView], partial: bool, fail_fast: bool
+        self,
+        views: list[ShardView],
+        partial: bool,
+        fail_fast: bool,
+        skip: Container[tuple[str, str, int]] = frozenset(),
     ) -> tuple[list[ShardView], list[ShardAddress]]:
-        """Lanes 1 .. high - 1 of each split group into `views` (which hold lane 0 and its cursor): the
-        views with them, and the shards whose lanes stayed throttled (dropped from the views)."""
+        """Lanes 1 .. high - 1 of each split group into `views` (which hold lane 0 and its cursor), but
+        those in `skip` ((shard pk, group, lane): left out of the views): the views with them, and the
+        shards whose lanes stayed throttled (dropped from the views)."""
+        wanted: dict[tuple[str, str], list[int]] = {}  # (shard pk, group) -> the lanes to read
         more: dict[str, tuple[ShardAddress, list[tuple[str, str]]]] = {}
         for view in views:
+            at = view.address
             for g, group in view.groups.items():
-                if group.cursor is not None and group.cursor.high > 1:
-                    extra = [self._lane_key(view.address, g, lane) for lane in range(1, group.cursor.high)]
-                    more.setdefault(view.address.pk, (view.address, []))[1].extend(extra)
+                if group.cursor is None or group.cursor.high <= 1:
+                    continue
+                lanes = [lane for lane in range(1, group.cursor.high) if (at.pk, g, lane) not in skip]
+                wanted[(at.pk, g)] = lanes
+                if lanes:
+                    more.setdefault(at.pk, (at, []))[1].extend(self._lane_key(at, g, lane) for lane in lanes)
         if not more:
             return views, []
         found, unread = self._read_keys(more, partial, fail_fast=fail_fast)
@@ -468,7 +482,7 @@ class DynamoShardStore:
             for g, group in view.groups.items():
                 if group.cursor is None or at.pk in unread:
                     continue
-                for lane in range(1, group.cursor.high):
+                for lane in wanted.get((at.pk, g), []):
                     group.lanes[lane] = lane_of(lane, found.get(at.pk, {}).get(self._lane_key(at, g, lane)))
         return [v for v in views if v.address.pk not in unread], [
             v.address for v in views if v.address.pk in unread

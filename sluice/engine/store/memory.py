@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -279,7 +279,11 @@ class MemoryShardStore:
             return views, []
 
     def read_other_lanes(
-        self, views: Sequence[ShardView], *, fail_fast: bool = False
+        self,
+        views: Sequence[ShardView],
+        *,
+        fail_fast: bool = False,
+        skip: Container[tuple[str, str, int]] = frozenset(),
     ) -> tuple[list[ShardView], list[ShardAddress]]:
         with self._lock:
             out = []
@@ -287,7 +291,12 @@ class MemoryShardStore:
                 groups = {}
                 for g, given in view.groups.items():
                     high = 1 if given.cursor is None else given.cursor.high
-                    lanes = {lane: self._lane(view.address, g, lane).typed(lane) for lane in range(1, high)}
+                    at = view.address
+                    lanes = {
+                        lane: self._lane(at, g, lane).typed(lane)
+                        for lane in range(1, high)
+                        if (at.pk, g, lane) not in skip
+                    }
                     groups[g] = GroupLanes(given.cursor, {0: given.lane0, **lanes})
                 out.append(ShardView(view.address, view.head, groups))
             return out, []

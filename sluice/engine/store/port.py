@@ -7,7 +7,7 @@ of the engine's logic). Both keep the same conditions, so a test on one holds fo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from sluice.codec import StoredMessage
@@ -152,12 +152,17 @@ class ShardStore(Protocol):
         ...
 
     def read_other_lanes(
-        self, views: Sequence[ShardView], *, fail_fast: bool = False
+        self,
+        views: Sequence[ShardView],
+        *,
+        fail_fast: bool = False,
+        skip: Container[tuple[str, str, int]] = frozenset(),
     ) -> tuple[list[ShardView], list[ShardAddress]]:
         """Lanes 1 .. high - 1 of the split groups of shards whose HEAD and lane 0 (with the cursor) the
         caller read moments ago (`views`, kept as given: a pull's second survey does not read the shard's
-        partition again). New views with those lanes, and the shards whose lanes stayed throttled (left
-        out, as `read_groups` with `partial`; `fail_fast` as there)."""
+        partition again), but those in `skip` ((shard pk, group, lane): absent from the views). New views
+        with those lanes, and the shards whose lanes stayed throttled (left out, as `read_groups` with
+        `partial`; `fail_fast` as there)."""
         ...
 
     def read_lanes(
