@@ -402,7 +402,7 @@ class Consumer:
             reads = self._surveyed(pull, *self.planner.survey_lanes(queue, group, reads, self.clock()))
             if any(len(read.groups[group].lanes) < read.groups[group].high for read in reads):
                 pull.exact = False  # lanes read held lately were left to their pullers
-            self.planner.saw_holds(reads, group, pull.taken, self.clock())
+            self.planner.saw_holds(reads, group, pull.taken, self.clock(), pull.trust)
             surveyed_at, leased_before = self.clock(), len(pull.out)
             figures = PullPlanner.figures(reads, group, surveyed_at)
             figures.add(self.planner.unread_figures(queue.name, group, reads, surveyed_at))
@@ -552,7 +552,7 @@ class Consumer:
                     seen=pull.surveyed.get(place[0].id),
                 )
                 if pull.taken.held(view, self.clock()):
-                    self.planner.saw_held(view, pull.taken, self.clock())
+                    self.planner.saw_held(view, pull.taken, self.clock(), pull.trust(view.address.id))
                     pull.exact = False
                     continue
                 if not busy and pull.taken(view, self.clock()):
@@ -886,6 +886,12 @@ class _Pull:
     surveyed: dict[int, ShardRead] = field(default_factory=dict)  # the latest read of each shard, by id
     home_by_ms: int | None = None  # a holder's walk beyond its stripe ends then (`WALK_MS`)
     holding: bool = False  # a holder's walk: a stripe it leases from is kept beside its own (`MAX_HOLDS`)
+    trusts: dict[int, int] = field(default_factory=dict)  # `trust`'s draws, by shard id
+
+    def trust(self, shard: int) -> int:
+        """How long the holds this pull reads on `shard` are left alone (`Busy.trust`): one draw a
+        shard, so a shard's lanes read held in one pull lapse together, and are read again together."""
+        return self.trusts.setdefault(shard, self.taken.trust())
 
     def away(self, now_ms: int) -> bool:
         """Whether a holder walking beyond its stripe is due back on it."""

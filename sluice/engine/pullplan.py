@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -365,19 +365,21 @@ class PullPlanner:
         until = taken.trusted_until(view.last_ms + taken.held_ms, now_ms, trust_ms)
         held[(view.address.id, view.lane)] = LaneHold(until, view.figures(now_ms))
 
-    def saw_holds(self, reads: Iterable[ShardRead], group: str, taken: Busy, now_ms: int) -> None:
+    def saw_holds(
+        self, reads: Iterable[ShardRead], group: str, taken: Busy, now_ms: int, trust: Callable[[int], int]
+    ) -> None:
         """`saw_held` for every stripe lane of `reads` another puller holds: the next survey leaves
-        them unread (`survey_lanes`). One trust a shard: drawn for each lane, the shard's earliest
-        lapse came about half as late, and the hold of the whole shard (`Holds`) with it."""
+        them unread (`survey_lanes`). One trust a shard (`trust(shard id)`): drawn for each lane, the
+        shard's earliest lapse came about half as late, and the hold of the whole shard (`Holds`) with
+        it."""
         for read in reads:
             lanes = read.groups[group]
             if lanes.cursor is None or not lanes.cursor.stripe:
                 continue
-            trust_ms = taken.trust()
             for ls in [ls for lane, ls in lanes.lanes.items() if lane]:
                 view = LaneView.of(read.address, group, ls, lanes.cursor, read.head)
                 if taken.held(view, now_ms):
-                    self.saw_held(view, taken, now_ms, trust_ms)
+                    self.saw_held(view, taken, now_ms, trust(read.shard.id))
 
     def known_held(self, queue: str, group: str, shard: int, lane: int, now_ms: int) -> bool:
         """Whether this container read the lane held by another puller, and the hold cannot have lapsed

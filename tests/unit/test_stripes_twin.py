@@ -451,6 +451,7 @@ def test_a_poll_leaves_unread_the_stripes_its_container_read_held_and_counts_the
     store = engine.backend.store
     surveyed: dict[str, list[int]] = {}
     answers: dict[str, LeasedBatch] = {}
+    untils: set[int] = set()
     other_lanes = store.read_other_lanes
 
     def spy(*args: object, **kwargs: object) -> object:
@@ -473,7 +474,11 @@ def test_a_poll_leaves_unread_the_stripes_its_container_read_held_and_counts_the
         for poll, at_s in (("first", 0.2), ("again", 0.1), ("lapsed", 1.5 * HOLD_TRUST_MS / 1000)):
             sim.sleep(at_s)
             sim.current.cache["poll"] = poll  # type: ignore[union-attr]
-            answers[poll] = world.container().consumer.pull("q", group="default", batch_size=100)
+            consumer = world.container().consumer
+            answers[poll] = consumer.pull("q", group="default", batch_size=100)
+            if poll == "first":  # the three read held in one pull: one trust, they lapse within its reads
+                trusts = consumer.planner.trusted_holds("q", "default", consumer.clock())
+                untils.update(hold.until_ms for hold in trusts.values())
 
     send(100)
     first = engine.consumer.pull("q", group="default", batch_size=100)  # lane 0 has a read level now
@@ -487,6 +492,7 @@ def test_a_poll_leaves_unread_the_stripes_its_container_read_held_and_counts_the
     assert surveyed["first"] == [0, 4]  # it read stripes 1-3 on their own first, and found them held
     assert surveyed["again"] == [0, 4]  # ... and trusts that still (before: [0, 1, 2, 3, 4])
     assert surveyed["lapsed"] == [0, 1, 2, 3, 4]
+    assert max(untils) - min(untils) < 50  # drawn for each lane, they were up to 1.6 s apart
     for poll in ("first", "again"):
         assert answers[poll].messages == [] and not answers[poll].backlog_exact
         assert answers[poll].message_backlog_count == 300  # the held stripes' leases, as last read
