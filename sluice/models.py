@@ -30,6 +30,7 @@ MAX_TIMESTAMP_MS = 10**16 - 1  # the 16-digit millisecond part of an offset
 MAX_COUNT = 10**9  # counts a client asks for (redrive's max_messages)
 MAX_SHARD_ID = 2**31 - 1
 MAX_PARTITION_KEY_CHARS = 256
+MAX_SHARDS = 256  # the most shards a queue's settings allow (`min_shards`, `max_shards`)
 MAX_ATTRIBUTES = 16
 MAX_ATTRIBUTE_KEY_CHARS = 128
 MAX_ATTRIBUTE_VALUE_CHARS = 1024
@@ -51,8 +52,8 @@ class QueueSettings(BaseModel):
     retry_delay_seconds: int = Field(0, ge=0, le=MAX_DELAY_SECONDS)
     dead_letter_queue: QueueName | None = None
     ordered: bool = False
-    min_shards: int = Field(1, ge=1, le=256)
-    max_shards: int = Field(64, ge=1, le=256)
+    min_shards: int = Field(1, ge=1, le=MAX_SHARDS)
+    max_shards: int = Field(64, ge=1, le=MAX_SHARDS)
     max_message_bytes: int = Field(131_072, ge=1, le=1_048_576)
     # Where a send's bodies go: `auto` by price (sluice.engine.tierpolicy), or always one tier.
     payload_tier: Literal["auto", "dynamodb", "s3"] = "auto"

@@ -400,7 +400,7 @@ class Consumer:
                 pull.figures.add(figures)
                 return
             reads = self._surveyed(pull, *self.planner.survey_lanes(queue, group, reads, self.clock()))
-            if any(len(read.groups[group].lanes) < read.groups[group].high for read in reads):
+            if any(read.groups[group].not_read() for read in reads):
                 pull.exact = False  # lanes read held lately were left to their pullers
             self.planner.saw_holds(reads, group, pull.taken, self.clock(), pull.trust)
             surveyed_at, leased_before = self.clock(), len(pull.out)
@@ -891,7 +891,9 @@ class _Pull:
     def trust(self, shard: int) -> int:
         """How long the holds this pull reads on `shard` are left alone (`Busy.trust`): one draw a
         shard, so a shard's lanes read held in one pull lapse together, and are read again together."""
-        return self.trusts.setdefault(shard, self.taken.trust())
+        if shard not in self.trusts:
+            self.trusts[shard] = self.taken.trust()
+        return self.trusts[shard]
 
     def away(self, now_ms: int) -> bool:
         """Whether a holder walking beyond its stripe is due back on it."""

@@ -133,6 +133,10 @@ class GroupLanes:
     def high(self) -> int:
         return 1 if self.cursor is None else self.cursor.high
 
+    def not_read(self) -> list[int]:
+        """The lanes below `high` this read left out (a survey skips those held by trusted pullers)."""
+        return [lane for lane in range(self.high) if lane not in self.lanes]
+
     def bounds(self, lane: int, head_next: int) -> tuple[int, int]:
         """[lo, hi) lane `lane` may read: its claimed range, or (one lane) everything up to `next`."""
         if self.cursor is None:

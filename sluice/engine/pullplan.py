@@ -31,7 +31,7 @@ from sluice.engine.store import ShardAddress, ShardStore
 
 if TYPE_CHECKING:
     from sluice.engine.shardlease import CarriedAcks
-from sluice.models import Queue, Shard
+from sluice.models import MAX_SHARDS, Queue, Shard
 
 OTHER_REGION_FIRST = 0.25  # the share of pulls that read another region before their own
 
@@ -74,7 +74,7 @@ HOLD_TRUST_MS = 2_000
 # Lanes a container remembers held (`saw_held`) leave when looked up after their trust; past this many,
 # the lapsed ones are dropped at once. Twice the most that can be held at a time (256 shards x 16
 # stripes), so the drop is rare and a long-lived container's entries stay bounded as shards retire.
-HELD_LANES_PRUNE_AT = 2 * 256 * MAX_STRIPES
+HELD_LANES_PRUNE_AT = 2 * MAX_SHARDS * MAX_STRIPES
 BEHIND_BLOCKS = 2  # ... unless it holds this many blocks unread (`_behind`)
 RATE_WINDOW_MS = 250  # a shard's send rate is measured over HEAD reads at least this far apart
 
@@ -189,7 +189,7 @@ class Holds:
         for read in reads:
             lanes = read.groups[group]
             cursor = lanes.cursor
-            unread = [(read.shard.id, lane) for lane in range(lanes.high) if lane not in lanes.lanes]
+            unread = [(read.shard.id, lane) for lane in lanes.not_read()]
             if any(key not in known for key in unread):
                 continue  # not every lane read or trusted held
             trusted = [known[key] for key in unread]
@@ -497,9 +497,8 @@ class PullPlanner:
         """What the lanes `reads` left unread count, as this container last read them held."""
         trusted, out = self.trusted_holds(queue, group, now_ms), Figures()
         for read in reads:
-            lanes = read.groups[group]
-            for lane in range(lanes.high):
-                if lane not in lanes.lanes and (hold := trusted.get((read.shard.id, lane))) is not None:
+            for lane in read.groups[group].not_read():
+                if (hold := trusted.get((read.shard.id, lane))) is not None:
                     out.add(hold.figures)
         return out
 
