@@ -26,9 +26,10 @@ Model, per call (each documented where it comes from):
   developer guide, "Item size", "API-specific limits"; `Query` and `BatchGetItem` API references): an
   item of more than 400 KB is refused (ValidationException, nothing written); BatchGetItem takes at most
   100 keys (ValidationException) and answers at most 16 MB, the keys past it unprocessed; BatchWriteItem
-  takes at most 25 requests; a Query page holds the items that fit in 1 MB ("A single Query only returns
-  a result set that fits within the 1 MB size limit"), with a LastEvaluatedKey to go on from, and each
-  page is charged on its own.
+  takes at most 25 requests; TransactWriteItems at most 100 items, of 4 MB in all as written
+  (`TransactWriteItems` API reference; moto takes more); a Query page holds the items that fit in 1 MB
+  ("A single Query only returns a result set that fits within the 1 MB size limit"), with a
+  LastEvaluatedKey to go on from, and each page is charged on its own.
 - Latency per attempt: log-normal, median 4 ms, sigma 0.45 (p99 ≈ 11 ms) plus 0.01 ms per KB moved.
   AWS: "for most atomic operations, such as GetItem and PutItem, an average latency is in
   single-digit milliseconds" (re:Post, dynamodb-high-latency); client-side figures of 10-20 ms are
@@ -58,6 +59,7 @@ MAX_ATTEMPTS = 5
 THROTTLE = "ProvisionedThroughputExceededException"
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"}
 MAX_TRANSACT_ITEMS = 100
+MAX_TRANSACT_BYTES = 4 * 1024 * 1024  # "The aggregate size of the items ... cannot exceed 4 MB"
 MAX_ITEM_BYTES = 400 * 1024  # "The maximum item size in DynamoDB is 400 KB"
 MAX_BATCH_GET_KEYS = 100
 MAX_BATCH_GET_BYTES = 16 * 1024 * 1024
@@ -359,6 +361,12 @@ class TwinDynamo:
                 )
                 _refuse_oversized(new, "TransactWriteItems")
                 news.append(new)
+            if sum(item_size(n) for n in news) > MAX_TRANSACT_BYTES:
+                raise _error(
+                    VALIDATION,
+                    "TransactWriteItems",
+                    message="The aggregate size of the items in the transaction cannot exceed 4 MB",
+                )
             parts = {(u["TableName"], pk) for u, pk, _sk, _ctx in requests}
             if not self.unlimited and any(self._refilled(t, pk).tokens <= 1e-9 for t, pk in parts):
                 return False, None, 0

@@ -484,3 +484,32 @@ def test_a_transaction_is_all_or_none_and_refused_as_moto_refuses_it(moto_table:
     assert on_twin[3] == on_twin[4] == ("error", "ValidationException") and on_twin[5] is True
     # Two puts (1 WCU each), then two transactions of two items at 2 WCU an item, cancelled or not.
     assert twin.stats.wcu - before == 2 + 4 + 4
+
+
+def test_a_transaction_of_more_than_4_mb_of_items_is_refused_and_writes_nothing() -> None:
+    """DynamoDB: "The aggregate size of the items in the transaction cannot exceed 4 MB" (moto takes it:
+    this limit is the twin's alone). Ten items of 390 KB (3.8 MB) are written; eleven are refused."""
+    twin = TwinDynamo(Sim())
+    table = TwinTable("t", twin)
+
+    def items(n: int, sk: str) -> list[dict[str, Any]]:
+        return [
+            {
+                "Update": {
+                    "TableName": table.name,
+                    "Key": {"pk": {"S": "tx"}, "sk": {"S": f"{sk}{i}"}},
+                    "UpdateExpression": "SET d = :d",
+                    "ExpressionAttributeValues": {":d": {"B": b"x" * (390 * 1024)}},
+                }
+            }
+            for i in range(n)
+        ]
+
+    assert _refused(lambda: twin.transact_write_items(TransactItems=items(10, "ten"))) == "ok"
+    assert _refused(lambda: twin.transact_write_items(TransactItems=items(11, "eleven"))) == (
+        "error",
+        "ValidationException",
+    )
+    twin.unlimited = True  # the ten's 7,800 write units spent the partition's second: read past it
+    assert table.get("tx", "ten9") is not None
+    assert all(table.get("tx", f"eleven{i}") is None for i in range(11))
