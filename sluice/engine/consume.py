@@ -67,6 +67,11 @@ class RetryRequest:
 # and raced for a stripe whose holder left (twin, 500 pullers on 16 shards: 16.7-18.1 % of lane writes
 # lost and 271-633 throttled calls in two of four runs; docs/performance.md "Stop 53").
 HERD_S = HELD_MS / 1000
+# A place read longer ago than this is read again before a take. A poll that reads many lanes one by one
+# (throttled reads retry for seconds) took, 1.9 s after its survey, lane 0 of shards cut into stripes
+# since, on the survey's view, and lost every such race (twin, 1,000 pullers on 32 shards at 100,000
+# msg/s: 1,272 of the 1,508 lane writes that failed in a second; docs/performance.md "Stop 56").
+STALE_VIEW_MS = 500
 
 
 class Consumer:
@@ -386,11 +391,12 @@ class Consumer:
         idle: list[_Idle] = []
         # The figures at the moment of the survey (leasing changes the states read, in place).
         surveyed_at, leased_before = self.clock(), len(pull.out)
+        first_read_ms = surveyed_at  # HEAD and lane 0 as every place below holds them
         figures = PullPlanner.figures(reads, group, surveyed_at)
         if whole and pull.carried:
             pull.carried.surveyed = True
         places = self.planner.places(reads, group, surveyed_at, tried, busy=False, taken=pull.taken)
-        self._lease_from(pull, places, tried, busy=False)
+        self._lease_from(pull, places, tried, busy=False, read_ms=surveyed_at)
         if not whole:
             if pull.full or (pull.patient and not pull.exact):
                 # Claimed from the unclaimed backlog: enough, without reading every lane. Or a patient
@@ -411,7 +417,7 @@ class Consumer:
                 pull.carried.surveyed = True
         if not pull.full:
             places = self.planner.places(reads, group, surveyed_at, tried, busy=True, taken=pull.taken)
-            self._lease_from(pull, self._last_resort(pull, places), tried, busy=True)
+            self._lease_from(pull, self._last_resort(pull, places), tried, busy=True, read_ms=first_read_ms)
         figures.leased(len(pull.out) - leased_before)  # what this pull leased since: in flight now
         pull.figures.add(figures)
         if not pull.out:
@@ -455,11 +461,13 @@ class Consumer:
         reads = self._survey(pull, sample)
         if pull.paused:
             return True
-        figures = PullPlanner.figures(reads, group, self.clock())
+        read_ms = self.clock()
+        figures = PullPlanner.figures(reads, group, read_ms)
         for busy in (False, True):
             if not pull.full:
                 places = self.planner.places(reads, group, self.clock(), tried, busy=busy, taken=pull.taken)
-                self._lease_from(pull, self._last_resort(pull, places) if busy else places, tried, busy=busy)
+                places = self._last_resort(pull, places) if busy else places
+                self._lease_from(pull, places, tried, busy=busy, read_ms=read_ms)
         if not pull.full and not pull.away(self.clock()):
             return False  # the survey of every shard follows (the sample's lanes are not tried again)
         pull.exact = False
@@ -528,15 +536,19 @@ class Consumer:
         tried: set[tuple[int, int]],
         *,
         busy: bool,
+        read_ms: int,
     ) -> None:
-        """Lease from `places` in order until the batch is full; a lane not read yet is read first, and
-        passed over when another puller is on it (`pull.taken`, unless `busy`)."""
+        """Lease from `places` (read at `read_ms`) in order until the batch is full; a lane not read yet
+        is read first, and passed over when another puller is on it (`pull.taken`, unless `busy`); so is
+        one read more than STALE_VIEW_MS ago."""
         for place in places:
             if pull.full:
                 return
             if pull.away(self.clock()):
                 pull.exact = False  # a holder due back on its stripe: the places left are others'
                 return
+            if isinstance(place, LaneView) and self.clock() - read_ms > STALE_VIEW_MS:
+                place = (place.address.shard, place.lane)
             if isinstance(place, LaneView):
                 view = place
             elif (place[0].id, place[1]) not in tried:

@@ -11,7 +11,7 @@ import pytest
 
 from bench.twin.world import build
 from sluice.engine.commit import LaneView
-from sluice.engine.consume import LONG_POLL_MAX_INTERVAL, _Pull
+from sluice.engine.consume import LONG_POLL_MAX_INTERVAL, STALE_VIEW_MS, _Pull
 from sluice.engine.groupstate import GroupState
 from sluice.engine.lanes import STRIPE_BLOCK, Figures
 from sluice.engine.pullplan import (
@@ -272,11 +272,34 @@ def test_a_holder_due_back_on_its_stripe_leases_from_no_other_lane() -> None:
     engine.publisher.publish("q", [OutgoingMessage(body=b"x") for _ in range(10)])
     consumer, now = engine.consumer, engine.consumer.clock()
     pull = _Pull(queue, "default", 10, 30_000, None, None, home_by_ms=now)
-    consumer._lease_from(pull, [(queue.shards[0], 0)], set(), busy=False)
+    consumer._lease_from(pull, [(queue.shards[0], 0)], set(), busy=False, read_ms=now)
     assert pull.out == [] and not pull.exact
     pull.home_by_ms = now + WALK_MS  # time left: it leases
-    consumer._lease_from(pull, [(queue.shards[0], 0)], set(), busy=False)
+    consumer._lease_from(pull, [(queue.shards[0], 0)], set(), busy=False, read_ms=now)
     assert len(pull.out) == 10
+
+
+def test_a_place_read_long_ago_is_read_again_before_a_take() -> None:
+    """A poll that read lanes one by one for 1.9 s took lane 0 on its survey's view, after the shard had
+    moved on, and lost every such race (docs/performance.md "Stop 56"). A place read more than
+    STALE_VIEW_MS ago is read again first: the take commits on the lane as it is, no race lost."""
+    world = build(seed=10)
+    engine = world.engine
+    world.sim.now = 10.0
+    queue = engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
+    engine.publisher.publish("q", [OutgoingMessage(body=b"x") for _ in range(20)])
+    consumer = world.container().consumer
+    read_ms = consumer.clock()
+    (read,) = consumer.shard_states.read(queue, queue.shards, ["default"])
+    places = consumer.planner.places([read], "default", read_ms, set(), busy=False)
+    assert [place.lane for place in places if isinstance(place, LaneView)] == [0]
+    assert len(engine.consumer.pull("q", group="default", batch_size=10).messages) == 10  # lane 0 moves on
+    world.sim.now += (STALE_VIEW_MS + 100) / 1000
+    lost = world.dynamo.stats.conditional_failures.total()
+    pull = _Pull(queue, "default", 10, 30_000, None, None)
+    consumer._lease_from(pull, places, set(), busy=False, read_ms=read_ms)
+    assert len(pull.out) == 10 and {m.seq for m in pull.out} == set(range(10, 20))
+    assert world.dynamo.stats.conditional_failures.total() == lost  # one lost race on the old view
 
 
 def test_a_holder_due_back_after_the_sample_answers_its_estimate_without_a_survey() -> None:
