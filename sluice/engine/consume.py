@@ -391,12 +391,12 @@ class Consumer:
         idle: list[_Idle] = []
         # The figures at the moment of the survey (leasing changes the states read, in place).
         surveyed_at, leased_before = self.clock(), len(pull.out)
-        first_read_ms = surveyed_at  # HEAD and lane 0 as every place below holds them
+        survey_ms = surveyed_at  # when HEAD and lane 0 were read, as every place below holds them
         figures = PullPlanner.figures(reads, group, surveyed_at)
         if whole and pull.carried:
             pull.carried.surveyed = True
         places = self.planner.places(reads, group, surveyed_at, tried, busy=False, taken=pull.taken)
-        self._lease_from(pull, places, tried, busy=False, read_ms=surveyed_at)
+        self._lease_from(pull, places, tried, busy=False, read_ms=survey_ms)
         if not whole:
             if pull.full or (pull.patient and not pull.exact):
                 # Claimed from the unclaimed backlog: enough, without reading every lane. Or a patient
@@ -417,7 +417,7 @@ class Consumer:
                 pull.carried.surveyed = True
         if not pull.full:
             places = self.planner.places(reads, group, surveyed_at, tried, busy=True, taken=pull.taken)
-            self._lease_from(pull, self._last_resort(pull, places), tried, busy=True, read_ms=first_read_ms)
+            self._lease_from(pull, self._last_resort(pull, places), tried, busy=True, read_ms=survey_ms)
         figures.leased(len(pull.out) - leased_before)  # what this pull leased since: in flight now
         pull.figures.add(figures)
         if not pull.out:

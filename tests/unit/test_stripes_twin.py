@@ -299,7 +299,7 @@ def test_a_place_read_long_ago_is_read_again_before_a_take() -> None:
     pull = _Pull(queue, "default", 10, 30_000, None, None)
     consumer._lease_from(pull, places, set(), busy=False, read_ms=read_ms)
     assert len(pull.out) == 10 and {m.seq for m in pull.out} == set(range(10, 20))
-    assert world.dynamo.stats.conditional_failures.total() == lost  # one lost race on the old view
+    assert world.dynamo.stats.conditional_failures.total() == lost  # on the old view: one lost race
 
 
 def test_a_holder_due_back_after_the_sample_answers_its_estimate_without_a_survey() -> None:
