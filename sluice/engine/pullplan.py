@@ -456,6 +456,38 @@ class PullPlanner:
             self._split[(queue.name, group, shard.id)] = read.cursor is not None
         return LaneView.of(at, group, read.lanes[lane], read.cursor, read.head, cursor_known=not split)
 
+    def glanced_held(
+        self,
+        queue: Queue,
+        shard: Shard,
+        group: str,
+        lane: int,
+        seen: ShardRead | None,
+        taken: Busy,
+        now_ms: int,
+        trust_ms: int,
+        *,
+        fail_fast: bool,
+    ) -> bool:
+        """Whether a stripe lane of a shard the pull surveyed (`seen`: its cursor and HEAD stand in) is
+        held by another puller (`Busy.held`), as an eventually consistent read of the lane alone shows
+        it: half a read unit, where nearly every such lane a puller without a stripe reads is held
+        (recorded as `saw_held`). A state moments old only understates a hold (a later one has a later
+        commit and reads further), so a lane shown held was held; one shown free is read again,
+        consistently, before anything is taken from it or proved by it."""
+        lanes = seen.groups[group] if seen is not None else None
+        if seen is None or lanes is None or lanes.cursor is None or not lanes.cursor.stripe or lane == 0:
+            return False
+        at = ShardAddress.of(queue, shard)
+        alone = self.store.read_lanes(
+            at, group, [lane], head=False, cursor=False, fail_fast=fail_fast, consistent=False
+        )
+        view = LaneView.of(at, group, alone.lanes[lane], lanes.cursor, seen.head)
+        if not taken.held(view, now_ms):
+            return False
+        self.saw_held(view, taken, now_ms, trust_ms)
+        return True
+
     # --- the region's shards ------------------------------------------------------------------------------
 
     def survey(

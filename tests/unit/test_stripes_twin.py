@@ -13,6 +13,7 @@ from bench.twin.world import build
 from sluice.engine.commit import LaneView
 from sluice.engine.consume import LONG_POLL_MAX_INTERVAL, STALE_VIEW_MS, _Pull
 from sluice.engine.groupstate import GroupState
+from sluice.engine.keys import lane_partition
 from sluice.engine.lanes import STRIPE_BLOCK, Figures
 from sluice.engine.pullplan import (
     HELD_LANES_PRUNE_AT,
@@ -300,6 +301,51 @@ def test_a_place_read_long_ago_is_read_again_before_a_take() -> None:
     consumer._lease_from(pull, places, set(), busy=False, read_ms=read_ms)
     assert len(pull.out) == 10 and {m.seq for m in pull.out} == set(range(10, 20))
     assert world.dynamo.stats.conditional_failures.total() == lost  # on the old view: one lost race
+
+
+def test_a_stripe_read_alone_is_glanced_at_first_and_read_consistently_only_when_free(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nearly every stripe a puller without one reads alone is held (twin, 1,000 pullers on 32 shards:
+    99.2 %), each a consistent read. It is glanced at first, eventually consistent (half the units): a
+    held one is left alone on that read; a free one is read again, consistently, and leased from."""
+    world = build(seed=13)
+    engine = world.engine
+    world.sim.now = 10.0
+    queue = engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
+    shard = queue.shards[0]
+    at = ShardAddress.of(queue, shard)
+    store = engine.backend.store
+    engine.publisher.publish("q", [OutgoingMessage(body=b"x") for _ in range(10)])
+    first = engine.consumer.pull("q", group="default", batch_size=100)  # lane 0 has a read level now
+    engine.consumer.ack("q", [m.lease_id for m in first.messages])
+    assert store.split(at, "default", 3, stripe=STRIPE_BLOCK)  # lane 0 + two stripes
+    for _ in range(2):  # a block on each stripe
+        engine.publisher.publish("q", [OutgoingMessage(body=b"x" * 200) for _ in range(STRIPE_BLOCK)])
+    holder = world.container().consumer
+    assert len(holder.pull("q", group="default", batch_size=STRIPE_BLOCK).messages) == STRIPE_BLOCK
+    lanes = store.read_lanes(at, "default", [1, 2], head=False, cursor=False).lanes
+    (held,) = [lane for lane, state in lanes.items() if state.last_ms]
+    free = 3 - held
+    reads: list[tuple[int, bool]] = []  # (stripe, consistent) of each read of a stripe alone
+    batch_get = world.dynamo.batch_get_item
+
+    def spy(RequestItems: dict) -> dict:
+        for request in RequestItems.values():
+            pks = [key["pk"]["S"] for key in request["Keys"]]
+            for lane in (held, free):
+                if pks == [lane_partition(at.pk, lane)]:
+                    reads.append((lane, request.get("ConsistentRead", False)))
+        return batch_get(RequestItems)
+
+    monkeypatch.setattr(world.dynamo, "batch_get_item", spy)
+    walker = world.container().consumer
+    pull = _Pull(queue, "default", 100, 30_000, None, None)
+    walker._survey(pull, [shard])
+    walker._lease_from(pull, [(shard, held), (shard, free)], set(), busy=False, read_ms=walker.clock())
+    assert reads == [(held, False), (free, False), (free, True)]
+    assert len(pull.out) == STRIPE_BLOCK and not pull.exact  # the free stripe's block; the held one left
+    assert walker.planner.known_held("q", "default", shard.id, held, walker.clock())
 
 
 def test_a_holder_due_back_after_the_sample_answers_its_estimate_without_a_survey() -> None:

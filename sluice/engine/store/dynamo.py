@@ -541,12 +541,15 @@ class DynamoShardStore:
         head: bool,
         cursor: bool = True,
         fail_fast: bool = False,
+        consistent: bool = True,
     ) -> LaneRead:
         wanted = sorted({0, *lanes} if cursor else set(lanes))
         key_list = [self._lane_key(at, group, lane) for lane in wanted]
         if head:
             key_list.append((at.pk, keys.HEAD_SK))
-        found, _ = self._read_keys({at.pk: (at, key_list)}, partial=False, fail_fast=fail_fast)
+        found, _ = self._read_keys(
+            {at.pk: (at, key_list)}, partial=False, consistent=consistent, fail_fast=fail_fast
+        )
         items = found[at.pk]
         zero = items.get(self._lane_key(at, group, 0))
         return LaneRead(

@@ -310,6 +310,7 @@ class MemoryShardStore:
         head: bool,
         cursor: bool = True,
         fail_fast: bool = False,
+        consistent: bool = True,
     ) -> LaneRead:
         with self._lock:
             wanted = sorted({0, *lanes} if cursor else set(lanes))

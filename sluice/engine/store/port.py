@@ -174,10 +174,12 @@ class ShardStore(Protocol):
         head: bool,
         cursor: bool = True,
         fail_fast: bool = False,
+        consistent: bool = True,
     ) -> LaneRead:
-        """`lanes` of one group on one shard, consistently; with `cursor` lane 0 too (its item holds the
-        cursor); the HEAD with `head`. Without `cursor`, `LaneRead.cursor` is None: unknown. `fail_fast`
-        as in `read_groups`."""
+        """`lanes` of one group on one shard, consistently unless told (`consistent`: half the read
+        units, a state up to moments old); with `cursor` lane 0 too (its item holds the cursor); the HEAD
+        with `head`. Without `cursor`, `LaneRead.cursor` is None: unknown. `fail_fast` as in
+        `read_groups`."""
         ...
 
     def glance(
