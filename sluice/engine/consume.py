@@ -555,10 +555,17 @@ class Consumer:
                 if self.planner.known_held(pull.queue.name, pull.group, place[0].id, place[1], self.clock()):
                     pull.exact = False  # read held moments ago: its puller reads each block as it comes
                     continue
-                shard, seen, now = place[0], pull.surveyed.get(place[0].id), self.clock()
-                trust, fail_fast = pull.trust(shard.id), bool(pull.out)
+                shard, seen, fail_fast = place[0], pull.surveyed.get(place[0].id), bool(pull.out)
                 if self.planner.glanced_held(
-                    pull.queue, shard, pull.group, place[1], seen, pull.taken, now, trust, fail_fast=fail_fast
+                    pull.queue,
+                    shard,
+                    pull.group,
+                    place[1],
+                    seen,
+                    pull.taken,
+                    self.clock(),
+                    pull.trust,
+                    fail_fast=fail_fast,
                 ):
                     pull.exact = False  # its puller reads each block as it comes
                     continue

@@ -465,16 +465,16 @@ class PullPlanner:
         seen: ShardRead | None,
         taken: Busy,
         now_ms: int,
-        trust_ms: int,
+        trust: Callable[[int], int],
         *,
         fail_fast: bool,
     ) -> bool:
         """Whether a stripe lane of a shard the pull surveyed (`seen`: its cursor and HEAD stand in) is
         held by another puller (`Busy.held`), as an eventually consistent read of the lane alone shows
         it: half a read unit, where nearly every such lane a puller without a stripe reads is held
-        (recorded as `saw_held`). A state moments old only understates a hold (a later one has a later
-        commit and reads further), so a lane shown held was held; one shown free is read again,
-        consistently, before anything is taken from it or proved by it."""
+        (recorded as `saw_held`, `trust` as in `saw_holds`). A state moments old only understates a
+        hold (a later one has a later commit and reads further), so a lane shown held was held; one
+        shown free is read again, consistently, before anything is taken from it or proved by it."""
         lanes = seen.groups[group] if seen is not None else None
         if seen is None or lanes is None or lanes.cursor is None or not lanes.cursor.stripe or lane == 0:
             return False
@@ -485,7 +485,7 @@ class PullPlanner:
         view = LaneView.of(at, group, alone.lanes[lane], lanes.cursor, seen.head)
         if not taken.held(view, now_ms):
             return False
-        self.saw_held(view, taken, now_ms, trust_ms)
+        self.saw_held(view, taken, now_ms, trust(shard.id))
         return True
 
     # --- the region's shards ------------------------------------------------------------------------------
