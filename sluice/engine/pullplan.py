@@ -475,14 +475,14 @@ class PullPlanner:
         (recorded as `saw_held`, `trust` as in `saw_holds`). A state moments old only understates a
         hold (a later one has a later commit and reads further), so a lane shown held was held; one
         shown free is read again, consistently, before anything is taken from it or proved by it."""
-        lanes = seen.groups[group] if seen is not None else None
-        if seen is None or lanes is None or lanes.cursor is None or not lanes.cursor.stripe or lane == 0:
+        cursor = seen.groups[group].cursor if seen is not None else None
+        if seen is None or cursor is None or not cursor.stripe or lane == 0:
             return False
         at = ShardAddress.of(queue, shard)
         alone = self.store.read_lanes(
             at, group, [lane], head=False, cursor=False, fail_fast=fail_fast, consistent=False
         )
-        view = LaneView.of(at, group, alone.lanes[lane], lanes.cursor, seen.head)
+        view = LaneView.of(at, group, alone.lanes[lane], cursor, seen.head)
         if not taken.held(view, now_ms):
             return False
         self.saw_held(view, taken, now_ms, trust(shard.id))
