@@ -556,25 +556,13 @@ class Consumer:
                     pull.exact = False  # read held moments ago: its puller reads each block as it comes
                     continue
                 shard, seen, fail_fast = place[0], pull.surveyed.get(place[0].id), bool(pull.out)
-                if self.planner.glanced_held(
-                    pull.queue,
-                    shard,
-                    pull.group,
-                    place[1],
-                    seen,
-                    pull.taken,
-                    self.clock(),
-                    pull.trust,
-                    fail_fast=fail_fast,
-                ):
-                    pull.exact = False  # its puller reads each block as it comes
-                    continue
+                glanced = self.planner.glance_stripe(pull.queue, shard, pull.group, place[1], seen, fail_fast)
+                if glanced is not None and self._read_held(pull, glanced):
+                    continue  # the glance shows it held: no consistent read
                 view = self.planner.lane(
                     pull.queue, shard, pull.group, place[1], fail_fast=fail_fast, seen=seen
                 )
-                if pull.taken.held(view, self.clock()):
-                    self.planner.saw_held(view, pull.taken, self.clock(), pull.trust(view.address.id))
-                    pull.exact = False
+                if self._read_held(pull, view):
                     continue
                 if not busy and pull.taken(view, self.clock()):
                     continue  # its puller is on it: look elsewhere first (a survey comes back to it)
@@ -582,6 +570,17 @@ class Consumer:
                 continue
             if (view.address.id, view.lane) not in tried:
                 self._lease(pull, view, tried)
+
+    def _read_held(self, pull: _Pull, view: LaneView) -> bool:
+        """Whether a lane just read is a stripe another puller holds: if so it is remembered as read held
+        (`saw_held`, one trust a shard) and the pull's answer is an estimate (its puller reads each
+        block as it comes)."""
+        now = self.clock()
+        if not pull.taken.held(view, now):
+            return False
+        self.planner.saw_held(view, pull.taken, now, pull.trust(view.address.id))
+        pull.exact = False
+        return True
 
     def _lease(self, pull: _Pull, view: LaneView, tried: set[tuple[int, int]], *, own: bool = False) -> None:
         """Lease what `pull` still wants from one lane; keep to the lane when it gave something. A race

@@ -456,37 +456,23 @@ class PullPlanner:
             self._split[(queue.name, group, shard.id)] = read.cursor is not None
         return LaneView.of(at, group, read.lanes[lane], read.cursor, read.head, cursor_known=not split)
 
-    def glanced_held(
-        self,
-        queue: Queue,
-        shard: Shard,
-        group: str,
-        lane: int,
-        seen: ShardRead | None,
-        taken: Busy,
-        now_ms: int,
-        trust: Callable[[int], int],
-        *,
-        fail_fast: bool,
-    ) -> bool:
-        """Whether a stripe lane of a shard the pull surveyed (`seen`: its cursor and HEAD stand in) is
-        held by another puller (`Busy.held`), as an eventually consistent read of the lane alone shows
-        it: half a read unit, where nearly every such lane a puller without a stripe reads is held
-        (recorded as `saw_held`, `trust` as in `saw_holds`). A state moments old only understates a
-        hold (a later one has a later commit and reads further), so a lane shown held was held; one
-        shown free is read again, consistently, before anything is taken from it or proved by it."""
+    def glance_stripe(
+        self, queue: Queue, shard: Shard, group: str, lane: int, seen: ShardRead | None, fail_fast: bool
+    ) -> LaneView | None:
+        """A stripe lane of a shard the pull surveyed (`seen`: its cursor and HEAD stand in), read alone
+        eventually consistent: half a read unit, where nearly every such lane a puller without a stripe
+        reads is held; None for a lane that is not a stripe of `seen`. A state moments old only
+        understates a hold (a later one has a later commit and has read further), so a lane it shows
+        held (`Busy.held`, against the survey's HEAD, as the consistent read of it does) was held; one it
+        shows free is read again, consistently, before anything is taken from it or proved by it."""
         cursor = seen.groups[group].cursor if seen is not None else None
         if seen is None or cursor is None or not cursor.stripe or lane == 0:
-            return False
+            return None
         at = ShardAddress.of(queue, shard)
         alone = self.store.read_lanes(
             at, group, [lane], head=False, cursor=False, fail_fast=fail_fast, consistent=False
         )
-        view = LaneView.of(at, group, alone.lanes[lane], cursor, seen.head)
-        if not taken.held(view, now_ms):
-            return False
-        self.saw_held(view, taken, now_ms, trust(shard.id))
-        return True
+        return LaneView.of(at, group, alone.lanes[lane], cursor, seen.head)
 
     # --- the region's shards ------------------------------------------------------------------------------
 
