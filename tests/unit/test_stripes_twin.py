@@ -355,8 +355,8 @@ def test_a_holder_due_back_after_the_sample_answers_its_estimate_without_a_surve
     engine = world.engine
     world.sim.now = 10.0
     queue = engine.queues.create("q", {"min_shards": 10, "max_shards": 10})
-    for _ in range(20):
-        engine.publisher.publish("q", [OutgoingMessage(body=b"x") for _ in range(5)])
+    for _ in range(20):  # 80 messages, fewer than a batch: the sample can never fill the pull
+        engine.publisher.publish("q", [OutgoingMessage(body=b"x") for _ in range(4)])
     consumer, now = engine.consumer, engine.consumer.clock()
     pull = _Pull(queue, "default", 100, 30_000, None, None, home_by_ms=now)
     assert consumer._from_sample(pull, list(queue.shards), set())  # the survey does not follow
