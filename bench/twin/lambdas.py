@@ -14,9 +14,10 @@ Handler CPU: a call holds its execution, after its AWS calls, for the CPU its ha
 measured on one core of this machine (docs/performance.md "Handler CPU per message", random text of
 200 B as the scenarios send, fitted as a call's base and each message's share) and stretched by
 Lambda's CPU allocation: "at 1,769 MB, a function has the equivalent of one vCPU", and less in
-proportion below it (`handler_cpu_s`, at the stack's default memory). So a pull of 100 at 1,024 MB
-answers ~12 ms after its commit.
-Billed duration: the call's virtual time rounded up to 1 ms, as GB-s at the stack's default memory
+proportion below it (`handler_cpu_s`, at the function's memory: the stack's default unless a scenario
+gives it its own, as `-c consumer_memory_mb` does). So a pull of 100 at 1,024 MB answers ~12 ms after
+its commit, and ~50 ms at 256 MB.
+Billed duration: the call's virtual time rounded up to 1 ms, as GB-s at the function's memory
 (`bench.prices.billed_gb_seconds`). Prices: `bench.prices.on_demand_per_million`.
 """
 
@@ -44,14 +45,17 @@ HANDLER_CPU_MS: dict[Operation, tuple[float, float]] = {
     "pull": (2.1, 0.047),
     "ack": (1.5, 0.015),
 }
+FUNCTION_OF: dict[Operation, str] = {"send": c.FN_BROKER, "pull": c.FN_CONSUMER, "ack": c.FN_CONSUMER}
 
 
-def handler_cpu_s(operation: Operation, messages: int, acks: int = 0) -> float:
-    """Seconds of handler CPU for one call handling `messages` (`acks`: acks carried on a pull), at the
-    stack's default memory."""
+def handler_cpu_s(
+    operation: Operation, messages: int, acks: int = 0, memory_mb: int = LAMBDA_MEMORY_MB
+) -> float:
+    """Seconds of handler CPU for one call handling `messages` (`acks`: acks carried on a pull), at
+    `memory_mb` (the stack's default unless the function has its own)."""
     base, each = HANDLER_CPU_MS[operation]
     ms = base + each * messages + HANDLER_CPU_MS["ack"][1] * acks
-    return ms / 1000 * max(1.0, ONE_VCPU_MB / LAMBDA_MEMORY_MB)
+    return ms / 1000 * max(1.0, ONE_VCPU_MB / memory_mb)
 
 
 class ExecutionRefused(errors.Throttled):
@@ -62,14 +66,15 @@ class ExecutionRefused(errors.Throttled):
 @dataclass
 class Executions:
     """Executions in flight by function; within `window` (virtual seconds), their peak, the invocations
-    that ended in it and their billed GB-s (at the stack's default memory), and the invocations refused
-    past the quota or past the function's reservation."""
+    that ended in it and their billed GB-s (at the function's memory: `memory_mb`, else the stack's
+    default), and the invocations refused past the quota or past the function's reservation."""
 
     clock: Callable[[], float]
     sleep: Callable[[float], None]  # the scenario's virtual sleep: a call's handler CPU holds its execution
     window: tuple[float, float] = (0.0, math.inf)
     quota: int = ACCOUNT_CONCURRENCY
     reserved: Mapping[str, int] = field(default_factory=dict)
+    memory_mb: Mapping[str, int] = field(default_factory=dict)  # function -> MB, where not the default
     running: Counter[str] = field(default_factory=Counter)
     peak: Counter[str] = field(default_factory=Counter)
     peak_total: int = 0
@@ -86,10 +91,12 @@ class Executions:
         unreserved = self.quota - sum(self.reserved.values())
         return sum(n for f, n in self.running.items() if f not in self.reserved) >= unreserved
 
+    def memory(self, function: str) -> int:
+        return self.memory_mb.get(function, LAMBDA_MEMORY_MB)
+
     def compute(self, operation: Operation, messages: int, acks: int = 0) -> None:
-        """Inside `run`: the handler's CPU for what the call handled (every function has the stack's
-        default memory, so the function does not change it)."""
-        self.sleep(handler_cpu_s(operation, messages, acks))
+        """Inside `run`: the handler's CPU for what the call handled, at its function's memory."""
+        self.sleep(handler_cpu_s(operation, messages, acks, self.memory(FUNCTION_OF[operation])))
 
     @contextlib.contextmanager
     def run(self, function: str) -> Iterator[None]:
@@ -107,7 +114,8 @@ class Executions:
             self.running[function] -= 1
             if self._counting():
                 self.invocations[function] += 1
-                self.gb_seconds[function] += billed_gb_seconds((self.clock() - started) * 1000, 0)
+                billed_ms = (self.clock() - started) * 1000
+                self.gb_seconds[function] += billed_gb_seconds(billed_ms, 0, memory_mb=self.memory(function))
 
 
 def consume_usd_per_million(lambdas: Executions, stats: Stats, acked: int) -> float:

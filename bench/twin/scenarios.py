@@ -295,6 +295,7 @@ def pull_load(
     wait_ms: int = 0,
     lambda_quota: int = ACCOUNT_CONCURRENCY,
     reserved: Mapping[str, int] | None = None,
+    memory_mb: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """`pullers` closed-loop pull+ack consumers of one group against a seeded backlog: `warmup` virtual
     seconds for the lanes to widen, then `seconds` measured (statistics reset at the start).
@@ -310,7 +311,9 @@ def pull_load(
     lost or delivered twice; `delivery_p50_ms` / `delivery_p99_ms`: from each window send's start to
     the first lease of its messages. Write and read units per message are the pullers' own. `wait_ms`: each
     pull long-polls that long (the SDK's `iterate` waits 1 s). `lambda_quota`: the account's concurrent
-    executions; `reserved`: function -> executions reserved for it (the stack's opt-in)."""
+    executions; `reserved`: function -> executions reserved for it (the stack's opt-in); `memory_mb`:
+    function -> its memory where not the stack's default (`-c consumer_memory_mb`): its handler CPU's
+    share of a vCPU and its billed GB-s."""
     world = build()
     engine = world.engine
     queue = engine.queues.create(QUEUE, {"min_shards": shards, "max_shards": shards})
@@ -332,7 +335,12 @@ def pull_load(
     rng = random.Random(9)
     live = Live(publish_rate, end)
     lambdas = Executions(
-        lambda: sim.now, sim.sleep, (start, end), quota=lambda_quota, reserved=reserved or {}
+        lambda: sim.now,
+        sim.sleep,
+        (start, end),
+        quota=lambda_quota,
+        reserved=reserved or {},
+        memory_mb=memory_mb or {},
     )
 
     def puller() -> None:

@@ -15,9 +15,10 @@ from botocore.exceptions import ClientError
 
 from bench.prices import LAMBDA_MEMORY_MB
 from bench.twin.dynamo import THROTTLE, TwinDynamo, read_units, write_units
-from bench.twin.lambdas import Executions, handler_cpu_s
+from bench.twin.lambdas import Executions, Operation, handler_cpu_s
 from bench.twin.sim import Sim
 from bench.twin.world import TwinTable, build
+from sluice import constants as c
 from sluice import errors
 from sluice.adapters import aws as aws_adapter
 from sluice.adapters import dynamo as dynamo_adapter
@@ -423,6 +424,27 @@ def test_a_calls_handler_cpu_holds_its_execution_at_lambdas_share_of_a_vcpu():
     assert refused == ["other"]
     assert lambdas.gb_seconds["consumer"] == pytest.approx(0.012)  # 11.7 ms billed as 12 at 1 GB
     assert handler_cpu_s("pull", 100, acks=100) > handler_cpu_s("pull", 100) > handler_cpu_s("pull", 10)
+
+
+def test_a_function_given_its_own_memory_computes_and_is_billed_at_it():
+    """The consumer at 256 MB (`-c consumer_memory_mb=256`): a pull's CPU takes 1,769 / 256 times one
+    vCPU's, billed at a quarter of a GB; a send keeps the stack's default memory."""
+    sim = Sim()
+    lambdas = Executions(lambda: sim.now, sim.sleep, memory_mb={c.FN_CONSUMER: 256})
+    ended: dict[str, float] = {}
+
+    def call(function: str, operation: Operation) -> None:
+        with lambdas.run(function):
+            lambdas.compute(operation, 100)
+        ended[operation] = sim.now
+
+    sim.spawn("pull", partial(call, c.FN_CONSUMER, "pull"), at=0.0)
+    sim.spawn("send", partial(call, c.FN_BROKER, "send"), at=0.0)
+    sim.run_until(1.0)
+    assert ended["pull"] == pytest.approx((2.1 + 0.047 * 100) / 1000 * 1769 / 256)  # ~47 ms
+    assert ended["send"] == pytest.approx((1.26 + 0.031 * 100) / 1000 * 1769 / LAMBDA_MEMORY_MB)
+    assert lambdas.gb_seconds[c.FN_CONSUMER] == pytest.approx(0.047 * 256 / 1024)  # 47 ms at 0.25 GB
+    assert lambdas.gb_seconds[c.FN_BROKER] == pytest.approx(0.008 * LAMBDA_MEMORY_MB / 1024)
 
 
 def _transactions(table: Table, client: Any, pk: str) -> list[Any]:
