@@ -114,6 +114,48 @@ def _segment_fetch(engine: Any, queue: Any) -> list[dict[str, Any]]:
     return out
 
 
+def codec_memory(records: int = 50_000) -> dict[str, Any]:
+    """Python heap at its peak (tracemalloc) while a segment of `records` is decoded as a stream read
+    does (every record kept), and while a compaction decodes and re-encodes it, with the decode's CPU
+    time; projected to a segment of `MAX_SEGMENT_TEXT_BYTES` uncompressed (what a consumer's or shard
+    function's memory must hold beside the runtime, and how long it reads one)."""
+    import tracemalloc
+
+    from sluice.engine.shardwork import MAX_SEGMENT_TEXT_BYTES
+    from sluice.segmentformat import Record, encode_segment, read_records
+
+    data = encode_segment(
+        Record(shard=0, seq=i, id=uuid.uuid4().hex, timestamp_ms=i, content_type="json", body=_body(i))
+        for i in range(records)
+    )
+    mb, text = len(data) / 1e6, int.from_bytes(data[-4:], "little")
+    started = time.process_time()
+    list(read_records(data))
+    read_cpu_s = time.process_time() - started
+    tracemalloc.start()
+    try:
+        kept = list(read_records(data))
+        read_peak = tracemalloc.get_traced_memory()[1] / 1e6
+        del kept
+        tracemalloc.reset_peak()
+        encode_segment(list(read_records(data)))
+        compact_peak = tracemalloc.get_traced_memory()[1] / 1e6
+    finally:
+        tracemalloc.stop()
+    at_max = MAX_SEGMENT_TEXT_BYTES / text
+    return {
+        "records": records,
+        "object_mb": round(mb, 2),
+        "text_mb": round(text / 1e6, 2),
+        "read_peak_mb": round(read_peak, 1),
+        "compact_peak_mb": round(compact_peak, 1),
+        "max_text_mb": round(MAX_SEGMENT_TEXT_BYTES / 1e6, 1),
+        "read_peak_at_max_mb": round(read_peak * at_max),
+        "compact_peak_at_max_mb": round(compact_peak * at_max),
+        "read_cpu_s_at_max": round(read_cpu_s * at_max, 1),
+    }
+
+
 def measure() -> dict[str, Any]:
     from sluice.local.runtime import LocalRuntime
     from sluice.segments import list_segments
@@ -150,6 +192,7 @@ def measure() -> dict[str, Any]:
             (r.first, r.last, r.level, r.bytes) for r in list_segments(engine.backend, queue, 0)
         ]
         out["segment_fetch"] = _segment_fetch(engine, queue)
+        out["codec_memory"] = codec_memory()
         return out
     finally:
         runtime.stop()
@@ -167,6 +210,13 @@ def main() -> None:
             f"{wa['write_amplification_records']}x by records"
         )
     print(f"segments read in the latency test: {figures['read_segments']}")
+    mem = figures["codec_memory"]
+    print(
+        f"codec heap peak, {mem['records']} records ({mem['object_mb']} MB object, {mem['text_mb']} MB "
+        f"uncompressed): read {mem['read_peak_mb']} MB, compaction {mem['compact_peak_mb']} MB; at "
+        f"MAX_SEGMENT_TEXT_BYTES ({mem['max_text_mb']} MB): read ~{mem['read_peak_at_max_mb']} MB in "
+        f"~{mem['read_cpu_s_at_max']} s of CPU, compaction ~{mem['compact_peak_at_max_mb']} MB"
+    )
     for seg in figures["segment_fetch"]:
         print(
             f"uncached segment fetch ({seg['records']} records, {seg['bytes']} B): "

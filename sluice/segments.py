@@ -25,6 +25,8 @@ from sluice.engine.backend import Backend
 from sluice.models import Queue
 from sluice.segmentformat import Record, covering, decode_segment, encode_segment, read_records, segment_key
 
+LEGACY_TEXT_RATIO = 10  # uncompressed per compressed byte assumed for an entry without `text_bytes`
+
 
 @dataclass(frozen=True)
 class SegmentRef:
@@ -42,6 +44,13 @@ class SegmentRef:
     max_ts: int
     level: int = 0
     region: str | None = None  # whose bucket holds the object (not stored: the shard's region)
+    text_bytes: int = 0  # its NDJSON uncompressed (0: an entry written before it was recorded)
+
+    @property
+    def text_size(self) -> int:
+        """The uncompressed size, what decoding it costs in memory and CPU (the compressed size says
+        little: JSON bodies compress 3-30x); an older entry's is taken as LEGACY_TEXT_RATIO x `bytes`."""
+        return self.text_bytes or self.bytes * LEGACY_TEXT_RATIO
 
     def index_item(self) -> dict[str, Any]:
         return {
@@ -54,6 +63,7 @@ class SegmentRef:
             "min_ts": self.min_ts,
             "max_ts": self.max_ts,
             "level": self.level,
+            "text_bytes": self.text_bytes,
         }
 
     @classmethod
@@ -73,6 +83,7 @@ class SegmentRef:
             max_ts=item["max_ts"],
             level=item.get("level", 0),
             region=region,
+            text_bytes=item.get("text_bytes", 0),
         )
 
 
@@ -127,6 +138,7 @@ def write_segment(
         max_ts=max(stamps),
         level=level,
         region=region,
+        text_bytes=int.from_bytes(data[-4:], "little"),  # gzip's trailer: ISIZE, the input's size mod 2**32
     )
 
 

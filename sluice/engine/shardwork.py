@@ -17,7 +17,7 @@ Policies (see docs/design.md, "Shard work"):
 - Other queues: `exp = ts + retention_seconds` from publish (SQS semantics: retention bounds unacked
   messages too); segments whose newest record is older than the retention are deleted.
 - Compaction is tiered (Durable Streams' scheme): `FANOUT` adjacent segments of the same level merge
-  into one of the next level while the result stays under `MAX_SEGMENT_BYTES`, so each record is
+  into one of the next level while the result stays under `MAX_SEGMENT_TEXT_BYTES`, so each record is
   rewritten at most once per level: write amplification ≤ 1 + log_FANOUT(flushes).
 """
 
@@ -49,7 +49,11 @@ logger = logging.getLogger(__name__)
 
 FLUSH_MAX_RECORDS = 50_000  # per segment written by one flush
 FANOUT = 4  # segments of one level merged into one of the next
-MAX_SEGMENT_BYTES = 64 * 1024 * 1024  # compaction stops growing a segment past this
+# Compaction stops growing a segment past this much NDJSON uncompressed: decoding one holds ~1.6x it in
+# Python objects and takes ~2 s of one vCPU per 32 MiB (`python -m bench.segments`), on the shard function
+# compacting it and on the consumer reading it (a 29 s API call). Bounded by the compressed size
+# (64 MiB), a segment of JSON bodies compressing 16x held ~1.2 GB, past a 1,024 MB function.
+MAX_SEGMENT_TEXT_BYTES = 32 * 1024 * 1024
 MAX_HOT_RETENTION_SECONDS = 1_209_600  # the hot tier never holds an item longer than 14 days
 ACTIONS = ("flush", "compact", "sweep", "retention", "all")
 
@@ -275,12 +279,12 @@ class ShardWorker:
 
 
 def _pick_run(refs: list[SegmentRef]) -> list[SegmentRef]:
-    """The oldest FANOUT adjacent segments of one level whose merge stays under MAX_SEGMENT_BYTES."""
+    """The oldest FANOUT adjacent segments of one level whose merge stays under MAX_SEGMENT_TEXT_BYTES."""
     for i in range(len(refs) - FANOUT + 1):
         run = refs[i : i + FANOUT]
         if len({r.level for r in run}) != 1:
             continue
-        if sum(r.bytes for r in run) > MAX_SEGMENT_BYTES:
+        if sum(r.text_size for r in run) > MAX_SEGMENT_TEXT_BYTES:
             continue
         return run  # adjacent in the index: sequences between two entries are sealed gaps
     return []

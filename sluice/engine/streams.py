@@ -40,7 +40,10 @@ from sluice.segments import Record, SegmentGone, SegmentRef, covering, list_segm
 MAX_LIMIT = 1000
 MAX_TIMEOUT_MS = 20_000
 _ITEMS_PER_QUERY = 16
-_CACHED_RECORDS = 200_000  # decoded segment records kept per process (segments are immutable)
+# Decoded segments kept per process (segments are immutable), by their uncompressed size: ~1.6x it in
+# Python objects, beside the one being decoded (a count of records let one segment of large bodies hold
+# the whole budget of a function of 256 MB).
+_CACHED_TEXT_BYTES = 32 * 1024 * 1024
 
 
 @dataclass
@@ -207,7 +210,7 @@ class StreamReader:
         self.registry = registry
         self._lock = threading.Lock()
         self._segments: OrderedDict[str, tuple[list[int], list[Record]]] = OrderedDict()
-        self._cached_records = 0
+        self._cached_text: dict[str, int] = {}  # key -> its segment's uncompressed size
         self._index: dict[str, list[SegmentRef]] = {}
         self._flushed: dict[str, int] = {}
         self.breaker = RegionBreaker()
@@ -510,10 +513,10 @@ class StreamReader:
         entry = ([r.seq for r in records], records)
         with self._lock:
             self._segments[ref.key] = entry
-            self._cached_records += len(records)
-            while self._cached_records > _CACHED_RECORDS and len(self._segments) > 1:
-                _, (dropped, _) = self._segments.popitem(last=False)
-                self._cached_records -= len(dropped)
+            self._cached_text[ref.key] = ref.text_size
+            while sum(self._cached_text.values()) > _CACHED_TEXT_BYTES and len(self._segments) > 1:
+                dropped, _ = self._segments.popitem(last=False)
+                del self._cached_text[dropped]
         return entry
 
 

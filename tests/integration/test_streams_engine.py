@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -86,6 +87,8 @@ def test_ten_thousand_records_through_flushes_compaction_and_ttl(private_clocked
     queue = clocked.queues.get(queue_name)
     refs = list_segments(clocked.backend, queue, 0)
     assert [(r.first, r.last, r.level) for r in refs] == [(0, 9899, 1)]  # 4 level-0 flushes merged
+    stored = clocked.backend.bucket_for(queue.shards[0]).get(refs[0].key)
+    assert stored is not None and refs[0].text_bytes == len(gzip.decompress(stored))  # from the index
     for limit in (1000, 7, 1):
         assert _read_all(clocked, queue_name, limit) == list(range(TOTAL)), limit
 

@@ -63,3 +63,26 @@ def test_covering_prefers_the_compacted_segment_and_read_ranges_read_each_sequen
     assert read_ranges(spans) == [(compacted, 0, 200), (partial, 200, 261), (Span(200, 299), 261, 300)]
     assert read_ranges(spans, 120, 230) == [(compacted, 120, 200), (partial, 200, 230)]
     assert read_ranges(spans, 300, NO_END) == []
+
+
+def test_compaction_is_bounded_by_the_uncompressed_size_not_the_compressed_one():
+    """JSON bodies compress 3-30x and decoding holds ~1.4x the uncompressed text: four segments of 1 MB
+    compressed holding 12 MB of text each are not merged (48 MB > MAX_SEGMENT_TEXT_BYTES), four of 8 MB
+    are; an entry written before `text_bytes` was recorded counts LEGACY_TEXT_RATIO x its bytes."""
+    from sluice.engine.shardwork import MAX_SEGMENT_TEXT_BYTES, _pick_run
+    from sluice.segments import LEGACY_TEXT_RATIO, SegmentRef
+
+    mb = 1024 * 1024
+
+    def ref(i: int, text: int, compressed: int = mb) -> SegmentRef:
+        return SegmentRef("q", "0", 0, 100 * i, 100 * i + 99, f"k{i}", 100, compressed, 0, 0, 0, None, text)
+
+    assert 32 * mb == MAX_SEGMENT_TEXT_BYTES
+    assert _pick_run([ref(i, 12 * mb) for i in range(4)]) == []
+    big_then_small = [ref(0, 12 * mb), *(ref(i, 8 * mb) for i in range(1, 5))]
+    assert [r.first for r in _pick_run(big_then_small)] == [100, 200, 300, 400]
+    legacy = [ref(i, 0, compressed=mb) for i in range(4)]
+    assert legacy[0].text_size == LEGACY_TEXT_RATIO * mb
+    assert _pick_run(legacy) == []  # taken as 4 x 10 MB
+    small_legacy = [ref(i, 0, compressed=mb // 2) for i in range(4)]
+    assert _pick_run(small_legacy) == small_legacy  # taken as 4 x 5 MB
