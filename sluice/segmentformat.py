@@ -123,7 +123,7 @@ class Record:
 
 def encode_segment(records: Iterable[Record]) -> bytes:
     """Gzip-compressed NDJSON (deterministic: the same records give the same bytes), compressed line by
-    line: the text joined first held two copies of it (3-5x the object) beside the records."""
+    line: the text joined first held two copies of it (several times the object) beside the records."""
     out = io.BytesIO()
     with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=6, mtime=0) as text:
         for r in records:
@@ -134,7 +134,7 @@ def encode_segment(records: Iterable[Record]) -> bytes:
 def decode_segment(data: bytes) -> Iterator[dict[str, Any]]:
     """The NDJSON lines of a segment object, as dicts (`Record.from_json` turns one into a Record).
     Decompressed line by line: the whole text at once, and its lines split from it, held two copies of
-    it (3-5x the object) on top of what the caller keeps."""
+    it (several times the object) on top of what the caller keeps."""
     with gzip.GzipFile(fileobj=io.BytesIO(data)) as text:
         for line in text:
             if line.strip():

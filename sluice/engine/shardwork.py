@@ -49,10 +49,10 @@ logger = logging.getLogger(__name__)
 
 FLUSH_MAX_RECORDS = 50_000  # per segment written by one flush
 FANOUT = 4  # segments of one level merged into one of the next
-# Compaction stops growing a segment past this much NDJSON uncompressed: decoding one holds ~1.6x it in
-# Python objects and takes ~2 s of one vCPU per 32 MiB (`python -m bench.segments`), on the shard function
-# compacting it and on the consumer reading it (a 29 s API call). Bounded by the compressed size
-# (64 MiB), a segment of JSON bodies compressing 16x held ~1.2 GB, past a 1,024 MB function.
+# Compaction stops growing a segment past this much NDJSON uncompressed: decoding one holds ~1.4x it in
+# Python objects and takes ~0.8 s of one core per 32 MiB (`python -m bench.segments`), on the shard
+# function compacting it and on the consumer reading it (a 29 s API call). Bounded by the compressed size
+# (64 MiB), a segment of JSON bodies compressing 13x held ~1.2 GB, past a 1,024 MB function.
 MAX_SEGMENT_TEXT_BYTES = 32 * 1024 * 1024
 MAX_HOT_RETENTION_SECONDS = 1_209_600  # the hot tier never holds an item longer than 14 days
 ACTIONS = ("flush", "compact", "sweep", "retention", "all")

@@ -40,7 +40,7 @@ from sluice.segments import Record, SegmentGone, SegmentRef, covering, list_segm
 MAX_LIMIT = 1000
 MAX_TIMEOUT_MS = 20_000
 _ITEMS_PER_QUERY = 16
-# Decoded segments kept per process (segments are immutable), by their uncompressed size: ~1.6x it in
+# Decoded segments kept per process (segments are immutable), by their uncompressed size: ~1.4x it in
 # Python objects, beside the one being decoded (a count of records let one segment of large bodies hold
 # the whole budget of a function of 256 MB).
 _CACHED_TEXT_BYTES = 32 * 1024 * 1024
