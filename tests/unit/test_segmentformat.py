@@ -86,3 +86,34 @@ def test_compaction_is_bounded_by_the_uncompressed_size_not_the_compressed_one()
     assert _pick_run(legacy) == []  # taken as 4 x 10 MB
     small_legacy = [ref(i, 0, compressed=mb // 2) for i in range(4)]
     assert _pick_run(small_legacy) == small_legacy  # taken as 4 x 5 MB
+
+
+def test_the_readers_segment_cache_is_bounded_by_uncompressed_size(monkeypatch):
+    """Decoded segments are kept while their uncompressed sizes fit _CACHED_TEXT_BYTES (the newest
+    always): two of 12 MiB stay, a third of 20 MiB evicts the oldest; one read again is not decoded
+    again."""
+    from sluice.engine import streams
+    from sluice.segments import SegmentRef
+
+    mib = 1024 * 1024
+    decoded: list[str] = []
+
+    def read_segment(_backend, ref):
+        decoded.append(ref.key)
+        return [rec(ref.first)]
+
+    monkeypatch.setattr(streams, "read_segment", read_segment)
+    reader = streams.StreamReader(None, None, None)  # only _segment is used: no backend needed
+
+    def ref(i: int, text: int) -> SegmentRef:
+        return SegmentRef("q", "0", 0, 100 * i, 100 * i + 99, f"k{i}", 1, 1, 0, 0, 0, None, text)
+
+    a, b, c = ref(0, 12 * mib), ref(1, 12 * mib), ref(2, 20 * mib)
+    for r in (a, b, a):
+        reader._segment(r)
+    assert decoded == ["k0", "k1"]  # 24 MiB fit: the third read is the cache's
+    reader._segment(c)  # 44 MiB: the least recently used (b) goes
+    reader._segment(a)
+    reader._segment(b)
+    assert decoded == ["k0", "k1", "k2", "k1"]
+    assert 32 * mib == streams._CACHED_TEXT_BYTES
