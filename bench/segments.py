@@ -122,13 +122,13 @@ def codec_memory(records: int = 50_000) -> dict[str, Any]:
     import tracemalloc
 
     from sluice.engine.shardwork import MAX_SEGMENT_TEXT_BYTES
-    from sluice.segmentformat import Record, encode_segment, read_records
+    from sluice.segmentformat import Record, encode_segment, read_records, text_size
 
     data = encode_segment(
         Record(shard=0, seq=i, id=uuid.uuid4().hex, timestamp_ms=i, content_type="json", body=_body(i))
         for i in range(records)
     )
-    mb, text = len(data) / 1e6, int.from_bytes(data[-4:], "little")
+    mb, text = len(data) / 1e6, text_size(data)
     started = time.process_time()
     list(read_records(data))
     read_cpu_s = time.process_time() - started

@@ -131,6 +131,12 @@ def encode_segment(records: Iterable[Record]) -> bytes:
     return out.getvalue()
 
 
+def text_size(data: bytes) -> int:
+    """A segment object's NDJSON size uncompressed, from its gzip trailer (ISIZE: the input's size mod
+    2**32; a segment is far smaller)."""
+    return int.from_bytes(data[-4:], "little")
+
+
 def decode_segment(data: bytes) -> Iterator[dict[str, Any]]:
     """The NDJSON lines of a segment object, as dicts (`Record.from_json` turns one into a Record).
     Decompressed line by line: the whole text at once, and its lines split from it, held two copies of

@@ -23,7 +23,15 @@ from sluice.adapters.dynamo import ConditionFailed
 from sluice.engine import keys
 from sluice.engine.backend import Backend
 from sluice.models import Queue
-from sluice.segmentformat import Record, covering, decode_segment, encode_segment, read_records, segment_key
+from sluice.segmentformat import (
+    Record,
+    covering,
+    decode_segment,
+    encode_segment,
+    read_records,
+    segment_key,
+    text_size,
+)
 
 LEGACY_TEXT_RATIO = 10  # uncompressed per compressed byte assumed for an entry without `text_bytes`
 
@@ -138,7 +146,7 @@ def write_segment(
         max_ts=max(stamps),
         level=level,
         region=region,
-        text_bytes=int.from_bytes(data[-4:], "little"),  # gzip's trailer: ISIZE, the input's size mod 2**32
+        text_bytes=text_size(data),
     )
 
 
