@@ -89,6 +89,14 @@ class Record:
 
     def to_json(self) -> dict[str, Any]:
         """The NDJSON line of the segment contract."""
+        return self._line(base64.b64encode(self.body).decode())
+
+    def line_size(self) -> int:
+        """The bytes this record's line takes in a segment's NDJSON text, without encoding its body (base64:
+        4 bytes per 3): what bounds a flush's segment, so one shard of large bodies fits the function."""
+        return len(_dumps(self._line(""))) + 4 * ((len(self.body) + 2) // 3)
+
+    def _line(self, body_b64: str) -> dict[str, Any]:
         return {
             "offset": self.offset,
             "shard": self.shard,
@@ -96,7 +104,7 @@ class Record:
             "id": self.id,
             "timestamp_ms": self.timestamp_ms,
             "content_type": self.content_type,
-            "body_b64": base64.b64encode(self.body).decode(),
+            "body_b64": body_b64,
             "partition_key": self.partition_key,
             "attributes": self.attributes,
         }
@@ -127,8 +135,13 @@ def encode_segment(records: Iterable[Record]) -> bytes:
     out = io.BytesIO()
     with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=6, mtime=0) as text:
         for r in records:
-            text.write((json.dumps(r.to_json(), separators=(",", ":"), ensure_ascii=False) + "\n").encode())
+            text.write(_dumps(r.to_json()))
     return out.getvalue()
+
+
+def _dumps(line: dict[str, Any]) -> bytes:
+    """One NDJSON line of a segment, newline included."""
+    return (json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
 
 
 def text_size(data: bytes) -> int:

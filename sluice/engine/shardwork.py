@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from sluice import errors, faults
 from sluice.engine import payloads
 from sluice.engine.backend import Backend
+from sluice.engine.budget import ByteBudget
 from sluice.engine.queues import QueueRegistry
 from sluice.engine.store import Head, ObjectPayload, ShardAddress
 from sluice.engine.streams import scan_hot
@@ -54,6 +55,10 @@ FANOUT = 4  # segments of one level merged into one of the next
 # function compacting it and on the consumer reading it (a 29 s API call). Bounded by the compressed size
 # (64 MiB), a segment of JSON bodies compressing 13x held ~1.2 GB, past a 1,024 MB function.
 MAX_SEGMENT_TEXT_BYTES = 32 * 1024 * 1024
+# A flush stops at this much text too (by `Record.line_size`, before it holds the records), so FANOUT
+# level-0 segments always merge: by records alone, 50,000 bodies of 128 KiB (the default largest
+# message) were ~6.4 GB in one flush, and a shard that fell behind failed its flush at every try.
+FLUSH_MAX_TEXT_BYTES = MAX_SEGMENT_TEXT_BYTES // FANOUT
 MAX_HOT_RETENTION_SECONDS = 1_209_600  # the hot tier never holds an item longer than 14 days
 ACTIONS = ("flush", "compact", "sweep", "retention", "all")
 
@@ -145,8 +150,9 @@ class ShardWorker:
     # --- flush ----------------------------------------------------------------------------------------
 
     def flush(self, queue: Queue, shard: Shard, report: WorkReport | None = None) -> int:
-        """Write the next contiguous range of the hot tier as one level-0 segment (a range of only
-        sealed gaps just moves the mark). Returns how many sequences `flushed` moved: 0 when there
+        """Write the next contiguous range of the hot tier as one level-0 segment, of at most
+        FLUSH_MAX_RECORDS records and FLUSH_MAX_TEXT_BYTES of text (a range of only sealed gaps just
+        moves the mark). Returns how many sequences `flushed` moved: 0 when there
         was nothing to flush, a young gap blocks it, or another worker flushed it first."""
         store, at = self.backend.store, ShardAddress.of(queue, shard)
         head = store.head(at)
@@ -155,7 +161,8 @@ class ShardWorker:
             self._set_ttl(queue, at, head)
             return 0
         now = self.backend.clock()
-        scan = scan_hot(store, at, head, flushed, FLUSH_MAX_RECORDS, now)
+        segment_text = ByteBudget(FLUSH_MAX_TEXT_BYTES, Record.line_size)
+        scan = scan_hot(store, at, head, flushed, FLUSH_MAX_RECORDS, now, budget=segment_text)
         end = scan.next_seq
         if end <= flushed:
             return 0  # a young gap right at the mark: wait for it

@@ -66,8 +66,10 @@ def scan_hot(
     *,
     start_ms: int | None = None,
     reread_head: Callable[[], Head] | None = None,
+    budget: ByteBudget | None = None,
 ) -> HotScan:
-    """Records of sequences [from_seq, head.next) from the batch items, in order, at most `limit`.
+    """Records of sequences [from_seq, head.next) from the batch items, in order, at most `limit`, and
+    with `budget` only those it admits (a record it refuses is left for the next scan).
 
     Seals gaps older than the wait (a sealed gap is consumed); an expired item is consumed as gone.
     Before treating a hole or an expired item as such, `reread_head` is consulted: if the flusher
@@ -108,18 +110,19 @@ def scan_hot(
             if start_ms is not None and item.ts < start_ms:
                 continue
             msg = stored[s - item.first]
-            records.append(
-                Record(
-                    shard=at.id,
-                    seq=s,
-                    id=message_id_at(at, s),
-                    timestamp_ms=item.ts,
-                    content_type=msg.content_type,
-                    body=store.body(at, msg),
-                    partition_key=msg.partition_key,
-                    attributes=msg.attributes,
-                )
+            record = Record(
+                shard=at.id,
+                seq=s,
+                id=message_id_at(at, s),
+                timestamp_ms=item.ts,
+                content_type=msg.content_type,
+                body=store.body(at, msg),
+                partition_key=msg.partition_key,
+                attributes=msg.attributes,
             )
+            if budget is not None and not budget.admit(record):
+                return HotScan(records, s, False)
+            records.append(record)
     if len(records) < limit and seq < head.next:  # a tail allocated and never written
         if moved_past(seq):
             return HotScan(records, seq, False, retry_cold=True)

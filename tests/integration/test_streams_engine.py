@@ -230,3 +230,27 @@ def test_a_crash_between_segment_upload_and_index_commit_loses_nothing(clocked, 
     assert clocked.shard_worker.flush(queue, shard) > 0  # the next flush writes the same key again
     assert [(r.first, r.last) for r in list_segments(clocked.backend, queue, 0)] == [(0, 49)]
     assert _read_all(clocked, queue_name, 7) == list(range(50))
+
+
+def test_a_flush_stops_at_its_text_bound_and_four_level_0_segments_still_merge(
+    clocked, queue_name, monkeypatch
+):
+    """Scaled down 1,024x (32 KiB of text a segment, 8 KiB a flush): 40 bodies of 1,000 bytes (~1.5 KB
+    of NDJSON each) are 8 segments, not one of 60 KB, and four of them merge under the compaction bound."""
+    from sluice.engine import shardwork
+
+    monkeypatch.setattr(shardwork, "MAX_SEGMENT_TEXT_BYTES", 32 * 1024)
+    monkeypatch.setattr(shardwork, "FLUSH_MAX_TEXT_BYTES", 8 * 1024)
+    clocked.queues.create(queue_name, {"bottomless": True})
+    queue = clocked.queues.get(queue_name)
+    shard = queue.shards[0]
+    clocked.publisher.publish(queue_name, [OutgoingMessage(body=b"%04d" % n + b"b" * 996) for n in range(40)])
+    report = shardwork.WorkReport()
+    while clocked.shard_worker.flush(queue, shard, report):
+        pass
+    flushed = list_segments(clocked.backend, queue, 0)
+    assert report.flushed_records == 40 and len(flushed) == report.segments_written == 8
+    assert all(r.text_size <= 8 * 1024 for r in flushed), [r.text_size for r in flushed]
+    assert clocked.shard_worker.compact(queue, shard) is not None  # 4 x <= 8 KiB fit 32 KiB
+    read = clocked.reader.read(queue_name, parse_position("-"), limit=100, queue=queue).records
+    assert [r.body[:4] for r in read] == [b"%04d" % n for n in range(40)]
