@@ -244,7 +244,8 @@ class StreamReader:
         deadline = clock.monotonic() + min(timeout_ms, MAX_TIMEOUT_MS) / 1000
         delay = 0.05
         while True:
-            page = self._read_once(queue, shards, seqs, limit)
+            budget = ByteBudget(max_bytes, size_of) if size_of else None
+            page = self._read_once(queue, shards, seqs, limit, budget)
             if not page.records and page.positions == start and position.text is not None:
                 # Nothing read and nothing skipped: the client's own offset is where to go on from.
                 # (Re-encoding it would lose its time part, and a future time would turn into the
@@ -252,7 +253,7 @@ class StreamReader:
                 page.next_offset = position.text
             if page.records or clock.monotonic() >= deadline:
                 page.regions = self._regions(shards)
-                return _fit(page, ByteBudget(max_bytes, size_of)) if size_of else page
+                return page
             clock.sleep(min(delay, max(0.0, deadline - clock.monotonic())))
             delay = min(delay * 2, 0.5)
             current = self._current(queue.name)
@@ -398,7 +399,11 @@ class StreamReader:
         scan = scan_hot(self.backend.store, at, head, seq, 1, self.backend.clock(), start_ms=start_ms)
         return scan.records[0].seq if scan.records else scan.next_seq
 
-    def _read_once(self, queue: Queue, shards: list[Shard], seqs: dict[int, int], limit: int) -> StreamPage:
+    def _read_once(
+        self, queue: Queue, shards: list[Shard], seqs: dict[int, int], limit: int, budget: ByteBudget | None
+    ) -> StreamPage:
+        """One pass over the shards. A record the budget refuses stops the read where it is: its shard's
+        position stays on it, and no body past it is fetched (a payload-tier body is an S3 read)."""
         positions = dict(seqs)
         records: list[Record] = []
         skipped: set[int] = set()  # shards of an unreachable region: their positions stay
@@ -407,14 +412,16 @@ class StreamReader:
         for pass_limit in (share, limit):
             for shard in shards:
                 room = min(pass_limit, limit - len(records))
-                if room <= 0:
+                if room <= 0 or (budget is not None and budget.full):
                     break
                 region = self._skippable_region(shard, shards)
                 if shard.id in skipped:
                     continue
                 try:
                     with self.breaker.guard(region):  # raises at once while the region cools down
-                        got, positions[shard.id] = self._read_shard(queue, shard, positions[shard.id], room)
+                        got, positions[shard.id] = self._read_shard(
+                            queue, shard, positions[shard.id], room, budget
+                        )
                 except errors.DependencyUnavailable:
                     if region is None:
                         raise
@@ -437,16 +444,18 @@ class StreamReader:
             next_offset = encode_cursor(positions)
         return StreamPage(records=records, next_offset=next_offset, positions=positions)
 
-    def _read_shard(self, queue: Queue, shard: Shard, seq: int, limit: int) -> tuple[list[Record], int]:
+    def _read_shard(
+        self, queue: Queue, shard: Shard, seq: int, limit: int, budget: ByteBudget | None
+    ) -> tuple[list[Record], int]:
         pk = keys.shard_pk(queue, shard.id)
         records: list[Record] = []
         for _ in range(4):
             with self._lock:
                 known_flushed = self._flushed.get(pk, 0)
             if seq < known_flushed:
-                got, seq = self._read_cold(queue, shard, seq, known_flushed, limit - len(records))
+                got, seq = self._read_cold(queue, shard, seq, known_flushed, limit - len(records), budget)
                 records += got
-                if len(records) >= limit:
+                if len(records) >= limit or (budget is not None and budget.full):
                     return records, seq
             head = self._head(queue, shard)
             if seq < head.flushed:
@@ -459,6 +468,7 @@ class StreamReader:
                 limit - len(records),
                 self.backend.clock(),
                 reread_head=lambda: self._head(queue, shard),
+                budget=budget,
             )
             records += scan.records
             seq = scan.next_seq
@@ -467,7 +477,7 @@ class StreamReader:
         return records, seq
 
     def _read_cold(
-        self, queue: Queue, shard: Shard, seq: int, flushed: int, limit: int
+        self, queue: Queue, shard: Shard, seq: int, flushed: int, limit: int, budget: ByteBudget | None
     ) -> tuple[list[Record], int]:
         """Records from segments for sequences [seq, flushed); sequences covered by no segment below
         `flushed` are gaps or were removed by retention, and are skipped."""
@@ -480,7 +490,7 @@ class StreamReader:
                         break
                     seqs, recs = self._segment(ref)
                     for rec in recs[bisect.bisect_left(seqs, seq) :]:
-                        if len(records) >= limit:
+                        if len(records) >= limit or (budget is not None and not budget.admit(rec)):
                             return records, seq
                         records.append(rec)
                         seq = rec.seq + 1
@@ -521,20 +531,3 @@ class StreamReader:
                 dropped, _ = self._segments.popitem(last=False)
                 del self._cached_text[dropped]
         return entry
-
-
-def _fit(page: StreamPage, budget: ByteBudget) -> StreamPage:
-    """The page cut to the records the budget admits, with positions (and next_offset) moved back to the
-    first record left out on each shard, so the next read starts there."""
-    kept = 0
-    while kept < len(page.records) and budget.admit(page.records[kept]):
-        kept += 1
-    if kept == len(page.records):
-        return page
-    positions = dict(page.positions)
-    for record in reversed(page.records[kept:]):  # each shard's records come in sequence order
-        positions[record.shard] = record.seq
-    records = page.records[:kept]
-    # One shard: the offset of the last record returned; several: a cursor over all of them.
-    next_offset = records[-1].offset if len(positions) == 1 else encode_cursor(positions)
-    return StreamPage(records=records, next_offset=next_offset, positions=positions, regions=page.regions)

@@ -182,3 +182,29 @@ def test_a_pushed_batch_fits_one_lambda_payload_and_leaves_the_rest_unleased(eng
     assert 0 < len(batch) < 60 and size <= push.PUSH_PAYLOAD_BYTES, (len(batch), size)
     rest = engine.consumer.pull(queue_name, group="default", batch_size=100, visibility_ms=600_000)
     assert len(batch) + len(rest.messages) == 60  # the rest was not leased
+
+
+def test_a_cut_read_fetches_no_body_past_the_first_it_leaves_out(clocked, queue_name, monkeypatch):
+    """The budget is asked as records are read, not after: a read that returns 4 records fetches 5 bodies
+    (for a payload-tier body, an S3 read), not every one its limit allows."""
+    from sluice.engine.streams import parse_position
+    from sluice.models import OutgoingMessage
+
+    clocked.queues.create(queue_name)
+    clocked.publisher.publish(queue_name, [OutgoingMessage(body=b"%04d" % n + b"z" * 996) for n in range(30)])
+    store = clocked.backend.store
+    fetched: list[int] = []
+    body = store.body
+
+    def counted_body(at, message):
+        fetched.append(1)
+        return body(at, message)
+
+    monkeypatch.setattr(store, "body", counted_body)
+    page = clocked.reader.read(
+        queue_name, parse_position("-"), limit=1000, size_of=_body_len, max_bytes=4_000
+    )
+    assert [r.body[:4] for r in page.records] == [b"%04d" % n for n in range(4)]
+    assert len(fetched) == 5  # the 4 returned and the one that did not fit
+    rest = clocked.reader.read(queue_name, parse_position(page.next_offset), limit=1000).records
+    assert [r.body[:4] for r in rest] == [b"%04d" % n for n in range(4, 30)]
