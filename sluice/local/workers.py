@@ -5,6 +5,11 @@ A container that dies (SIGKILL, a crash) or runs past its function timeout (a ha
 discarded, as Lambda discards an execution environment, and the next invocation starts a new one:
 one bad container never takes the function down.
 
+A container is given the function's MemorySize, as Lambda gives it: one whose memory (the process's
+peak resident set, the figure Lambda's `Max Memory Used` reports) passes it is killed mid-invocation
+(`Runtime exited with error: signal: killed`) and replaced, so a handler that holds too much fails here
+as it would deployed, not only on AWS.
+
 A function with SnapStart, invoked through its alias (the API's routes), starts as Lambda resumes it
 from a snapshot: init (the handler's import), then the before-snapshot and after-restore hooks
 (`lambdas.common.snapstart`), then the first event; so do the coordinator's push invocations of
@@ -17,7 +22,9 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import resource
 import signal
+import sys
 import threading
 import time
 import uuid
@@ -38,6 +45,7 @@ LAMBDA_DEFAULT_TIMEOUT_SECONDS = 3  # what Lambda applies when a function sets n
 LAMBDA_DEFAULT_MEMORY_MB = 128
 LAMBDA_DEFAULT_MAX_EVENT_AGE_SECONDS = 6 * 3600.0  # an async event's wait without an EventInvokeConfig
 COLD_START_LIMIT_SECONDS = 60.0  # a container that cannot import its handler in this time is broken
+MEMORY_CHECK_SECONDS = 0.02  # how often a container's memory is compared with its MemorySize
 DELIVERY_ATTEMPTS = 2  # containers tried for one event that none has received yet
 _MP = get_context("spawn")
 log = logging.getLogger(__name__)
@@ -78,6 +86,10 @@ class InvocationFailed(RuntimeError):
 
 class ContainerCrashed(InvocationFailed):
     """The container process died during the invocation (Lambda: `Runtime.ExitError`)."""
+
+
+class FunctionOutOfMemory(ContainerCrashed):
+    """The container used more memory than the function's MemorySize and was killed, as Lambda kills it."""
 
 
 class FunctionTimedOut(InvocationFailed):
@@ -132,9 +144,57 @@ def invoke(function: str, event: dict[str, Any], config: FunctionConfig | None =
         return _handler(function)(event, LocalContext(function, config.timeout_seconds, config.memory_mb))
 
 
+def peak_memory_mb() -> float:
+    """This process's own peak resident set so far, in MB. Linux: `VmHWM`, which starts again at exec.
+    Elsewhere `ru_maxrss` (KiB, bytes on macOS), which also counts the process a container was forked
+    from before its exec: a container's own peak is only seen once it passes that one."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024 if sys.platform == "darwin" else 1024)
+
+
+class _MemoryLimit:
+    """Kills the container once its peak memory passes `limit_mb`. During an invocation it first tells the
+    runtime why (under the lock every message to the runtime takes, so the report never splits another
+    message or follows the invocation's result); between invocations it dies silently, and the next
+    event goes to a new container, as after any container loss."""
+
+    def __init__(self, conn: Connection, limit_mb: int) -> None:
+        self.conn = conn
+        self.limit_mb = limit_mb
+        self.sending = threading.Lock()
+        self.busy = False  # an invocation is running: its caller waits for a message
+
+    def start(self) -> None:
+        threading.Thread(target=self._watch, name="memory-limit", daemon=True).start()
+
+    def send(self, message: tuple[str, Any], *, done: bool = False) -> None:
+        with self.sending:
+            self.conn.send(message)
+            if done:
+                self.busy = False
+
+    def _watch(self) -> None:
+        while (used := peak_memory_mb()) <= self.limit_mb:
+            time.sleep(MEMORY_CHECK_SECONDS)
+        with self.sending:
+            if self.busy:
+                self.conn.send(("oom", f"used {used:.1f} MB, past its {self.limit_mb} MB"))
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _container_main(conn: Connection, function: str, env: dict[str, str], config: FunctionConfig) -> None:
     """The container's loop: import once (the cold start), then one event at a time until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the runtime stops us
+    memory = _MemoryLimit(conn, config.memory_mb)
+    memory.busy = True  # the cold start counts, as Lambda's init phase does
+    memory.start()
     os.environ.update(env)
     os.environ["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] = str(config.memory_mb)
     if config.restores_from_snapshot:
@@ -143,7 +203,7 @@ def _container_main(conn: Connection, function: str, env: dict[str, str], config
     interregion.install_from_env()  # a multi-region `sluice local`: other regions are far, or down
     handler = _handler(function)
     restored = snapstart.snapshot_and_restore() if config.restores_from_snapshot else None
-    conn.send(("ready", restored))
+    memory.send(("ready", restored), done=True)
     while True:
         try:
             event = conn.recv()
@@ -151,13 +211,14 @@ def _container_main(conn: Connection, function: str, env: dict[str, str], config
             return
         if event is None:
             return
+        memory.busy = True
         context = LocalContext(function, config.timeout_seconds, config.memory_mb, config.alias)
         try:
             with callaudit.attributed(function):
                 result = handler(event, context)
-            conn.send(("ok", result))
+            memory.send(("ok", result), done=True)
         except Exception as exc:  # a function error: Lambda returns it to the caller, the container lives on
-            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+            memory.send(("error", f"{type(exc).__name__}: {exc}"), done=True)
 
 
 class Container:
@@ -186,9 +247,12 @@ class Container:
         if not self.conn.poll(timeout):
             raise FunctionTimedOut("the container did not start in time")
         try:
-            _, self.restore_hooks = self.conn.recv()
+            kind, value = self.conn.recv()
         except (EOFError, OSError) as exc:
             raise ContainerCrashed(f"the container exited during its cold start: {exc!r}") from exc
+        if kind == "oom":
+            raise FunctionOutOfMemory(f"Runtime exited with error: signal: killed (during init: {value})")
+        self.restore_hooks = value
         self.ready = True
 
     def kill(self) -> None:
@@ -320,6 +384,11 @@ class FunctionPool:
             except InvocationFailed:
                 self._discard(container)
                 raise
+            if kind == "oom":
+                self._discard(container)
+                raise FunctionOutOfMemory(
+                    f"{self.function}: Runtime exited with error: signal: killed ({value})"
+                )
             self._give_back(container)
         if kind == "error":
             raise InvocationFailed(f"{self.function}: {value}")

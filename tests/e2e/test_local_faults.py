@@ -24,6 +24,7 @@ from sluice.local.runtime import LocalRuntime
 from sluice.local.template import api_targets_from_template, functions_from_template, load_template
 from sluice.local.workers import (
     FunctionConfig,
+    FunctionOutOfMemory,
     FunctionPool,
     FunctionTimedOut,
     IntegrationTimedOut,
@@ -237,6 +238,68 @@ def test_a_hung_container_is_killed_at_the_function_timeout_and_replaced(runtime
         assert pool.invoke(_list_queues_event())["statusCode"] == 200  # a new container
     finally:
         pool.close()
+
+
+def _peak_mb(pid: int) -> float:
+    """A container's peak resident set (what Lambda reports as Max Memory Used), from Linux's /proc."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def _send_5_mb_event() -> dict:
+    """A send of 5 MB: refused (a request holds at most 1 MiB of messages), after the container has
+    held it and parsed it, 20-30 MB more than a listing needs."""
+    route, params = gateway.match("POST", "/v1/queues/mem-q/messages")
+    headers = [("content-type", "application/json"), ("authorization", f"Bearer {TOKEN}")]
+    body = json.dumps({"messages": [{"body": "x" * 50_000} for _ in range(100)]}).encode()
+    return gateway.build_event(route, params, "POST", "/v1/queues/mem-q/messages", "", headers, body)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads a container's peak from /proc")
+def test_a_container_past_its_memory_size_is_killed_mid_invocation_and_replaced(runtime):
+    """Sized by measurement: a first container shows what a listing needs; a function given 12 MB more
+    lists, then dies on the 5 MB request as Lambda kills a function past its MemorySize."""
+    roomy = FunctionPool(c.FN_BROKER, 1, runtime._env, FunctionConfig(memory_mb=10_240))
+    try:
+        assert roomy.invoke(_list_queues_event())["statusCode"] == 200
+        listing_mb = _peak_mb(roomy.pids()[0])
+    finally:
+        roomy.close()
+    tight = FunctionPool(c.FN_BROKER, 1, runtime._env, FunctionConfig(memory_mb=int(listing_mb) + 12))
+    try:
+        assert tight.invoke(_list_queues_event())["statusCode"] == 200
+        (pid,) = tight.pids()
+        with pytest.raises(FunctionOutOfMemory, match="signal: killed"):
+            tight.invoke(_send_5_mb_event())
+        assert tight.replaced == 1 and pid not in tight.pids()
+        assert tight.invoke(_list_queues_event())["statusCode"] == 200  # a new container
+    finally:
+        tight.close()
+
+
+@pytest.mark.slow
+def test_a_shard_function_of_256_mb_flushes_240_mb_of_1_mb_messages(runtime):
+    """A shard that fell behind with large messages: its flush gathered every body before writing one
+    segment (a peak of 319 MB measured here: killed at every try at 256 MB); bounded by text, it
+    writes segments of at most 8 MiB of NDJSON (40 here) and peaks at 97 MB."""
+    from sluice.engine.shardwork import FLUSH_MAX_TEXT_BYTES
+
+    name = f"big-{uuid.uuid4().hex[:8]}"
+    sluice = client(runtime)
+    sluice.create_queue(name, max_message_bytes=1_048_576)
+    for batch in range(60):
+        sluice.send_batch(name, [{"body": f"{batch:03d}{n}" + "m" * 999_000} for n in range(4)])
+    event = {"kind": "shard.work", "queue": name, "shards": [0], "actions": ["flush"]}
+    pool = FunctionPool(c.FN_SHARD, 1, runtime._env, FunctionConfig(timeout_seconds=300, memory_mb=256))
+    try:
+        report = pool.invoke(event)
+    finally:
+        pool.close()
+    assert report["flushed_records"] == 240, report
+    assert report["segments_written"] >= 240 * 1_332_000 // FLUSH_MAX_TEXT_BYTES, report
 
 
 def test_the_integration_timeout_answers_before_a_longer_function_timeout(runtime):
