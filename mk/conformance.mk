@@ -1,6 +1,7 @@
 # The npm tools the suite runs against `sluice local`, pinned by conformance/package-lock.json: the open
 # Durable Streams server conformance suite (tests/e2e/test_open_streams_conformance.py), the npm
-# `cloudflare` SDK's generations (tests/e2e/test_cloudflare_npm_sdk.py) and `@durable-streams/client`.
+# `cloudflare` SDK's generations (tests/e2e/test_cloudflare_npm_sdk.py), `@durable-streams/client`, and
+# the AWS SDK for JavaScript v3's SQS client with `sqs-consumer` (tests/e2e/test_sqs_clients.py).
 # `make test` installs them first.
 
 CONFORMANCE_DIR := conformance

@@ -1,6 +1,7 @@
 """Real SQS clients, unchanged, against `sluice local`: the newest boto3 (AWS JSON 1.0) and botocore
 1.31.80 (the query protocol) through every action (sqs_scenario.py), the AWS CLI, a Celery worker on
-kombu's SQS transport, FIFO order and deduplication, and SigV4's refusals.
+kombu's SQS transport, the AWS SDK for JavaScript v3 with `sqs-consumer` (sqs_js_calls.cjs), FIFO order
+and deduplication, and SigV4's refusals.
 
 The foreign clients run in venvs of their own that uv builds at test time (`uv run --no-project --with
 ...`, from uv's cache after the first time): their pins differ from the project's lock, and pycurl (which
@@ -174,6 +175,39 @@ def test_aws_cli(local_server, creds, tmp_path):
     finally:
         cli.stdin.close()
         cli.wait(timeout=60)
+
+
+# The AWS SDK for JavaScript v3 and BBC's sqs-consumer on it, pinned in conformance/package.json
+# (`make test` installs them, as it does the npm Cloudflare SDKs).
+NODE_MODULES = HERE.parents[1] / "conformance" / "node_modules"
+JS_CALLS = HERE / "sqs_js_calls.cjs"
+JS_ACTIONS = {
+    "ChangeMessageVisibility", "ChangeMessageVisibilityBatch", "CreateQueue", "DeleteMessage",
+    "DeleteMessageBatch", "DeleteQueue", "GetQueueAttributes", "GetQueueUrl", "ListDeadLetterSourceQueues",
+    "ListQueueTags", "ListQueues", "PurgeQueue", "ReceiveMessage", "SendMessage", "SendMessageBatch",
+    "SetQueueAttributes", "TagQueue", "UntagQueue",
+}  # fmt: skip
+
+
+def test_the_javascript_sdk_v3_and_sqs_consumer(local_server, creds):
+    if shutil.which("node") is None or not (NODE_MODULES / "sqs-consumer" / "package.json").is_file():
+        pytest.fail("npm sqs-consumer is not installed: run `make test` (or `cd conformance && npm ci`)")
+    done = subprocess.run(
+        ["node", str(JS_CALLS), str(NODE_MODULES), local_server.url, creds["access_key_id"],
+         creds["secret_access_key"], "js"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout)
+    pinned = json.loads((HERE.parents[1] / "conformance" / "package.json").read_text())["dependencies"]
+    assert (report["version"], report["consumer_version"]) == (
+        pinned["@aws-sdk/client-sqs"],
+        pinned["sqs-consumer"],
+    )
+    assert set(report["calls"]) == JS_ACTIONS
+    assert report["processed"] == 200 and report["retried"] == ["job-7:2"], report
 
 
 # --- FIFO ---------------------------------------------------------------------------------------------------
