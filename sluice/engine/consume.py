@@ -832,7 +832,7 @@ class Consumer:
                     if outcome is Outcome.EXHAUSTED:
                         exhausted.append(lease.seq)
             if exhausted:
-                loaded = self.leaser.load(view, {view.state.pending[s].item for s in exhausted})
+                loaded = self.leaser.load(view, {view.state.pending[s].item for s in exhausted}, now)
                 self.leaser.dead_letter(queue, view, book, exhausted, loaded, now)
             if done == retried == 0:
                 return 0, 0, warnings

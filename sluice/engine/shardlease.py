@@ -144,10 +144,14 @@ class ShardLeaser:
         if queue.settings.ordered and not due.exhausted and not due.redeliver:
             return  # only messages waiting behind their key's lease: nothing changes
         redeliver = due.redeliver[: take.want]
-        loaded = self.load(view, {state.pending[s].item for s in due.exhausted + redeliver})
+        loaded = self.load(view, {state.pending[s].item for s in due.exhausted + redeliver}, take.now)
         if due.exhausted:
             self.dead_letter(queue, view, book, due.exhausted, loaded, take.now)
+        gone = [seq for seq in redeliver if state.pending[seq].item not in loaded]
+        book.drop(gone)  # past retention: SQS deletes a message then, in flight or not
         for seq in redeliver:
+            if seq in gone:
+                continue
             offered = book.redelivery(seq, take.now, take.vis)
             delivery = self.delivery(queue, view, seq, offered, loaded)
             if take.budget is not None and not take.budget.admit(delivery):
@@ -379,15 +383,21 @@ class ShardLeaser:
 
     # --- messages -----------------------------------------------------------------------------------------
 
-    def load(self, view: LaneView, item_starts: set[int]) -> Loaded:
-        """The batch items starting at `item_starts`: {first seq: (timestamp, messages)}."""
+    def load(self, view: LaneView, item_starts: set[int], now_ms: int) -> Loaded:
+        """The batch items starting at `item_starts` that still hold their messages: {first seq:
+        (timestamp, messages)}. An item left out is gone: past its expiry (DynamoDB deletes expired
+        items lazily), or deleted by TTL. Read eventually consistently (half the units: an item never
+        changes once written), and what that read did not find read again consistently, since an
+        eventually consistent read may miss an item written moments ago."""
         if not item_starts:
             return {}
         found = self.store.items(view.address, item_starts, consistent=False)
+        if missed := item_starts - found.keys():
+            found |= self.store.items(view.address, missed)
         return {
             first: (item.ts, self.store.messages(view.address, item))
             for first, item in found.items()
-            if not item.gap
+            if not item.gap and not item.expired(now_ms)
         }
 
     def message(
@@ -405,8 +415,11 @@ class ShardLeaser:
         return timestamp, msg
 
     def delivery(self, queue: Queue, view: LaneView, seq: int, entry: Pending, loaded: Loaded) -> Delivery:
+        """The delivery of `seq`, whose item `loaded` holds (the caller left out what is gone)."""
         found = self.message(view, seq, entry, loaded)
-        timestamp, msg = found if found else (0, StoredMessage(body=b"null"))
+        if found is None:
+            raise AssertionError(f"no item loaded for sequence {seq}: a gone message must not be delivered")
+        timestamp, msg = found
         shard = view.address.id
         lease = Lease(shard=shard, seq=seq, attempt=entry.attempts, group=view.group, lane=view.lane)
         return Delivery(

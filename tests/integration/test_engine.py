@@ -11,6 +11,7 @@ from sluice import errors, faults
 from sluice.engine import keys
 from sluice.engine.consume import RetryRequest
 from sluice.engine.gaps import GAP_WAIT_MS
+from sluice.engine.store import ShardAddress
 from sluice.local import callaudit
 from sluice.models import OutgoingMessage
 
@@ -242,3 +243,22 @@ def test_a_striped_merge_is_one_transaction_on_dynamodb(engine, queue_name):
 
     queue = engine.queues.create(queue_name, {"min_shards": 1, "max_shards": 1})
     striped_epoch_contract(engine.backend.store, ShardAddress.of(queue, queue.shards[0]))
+
+
+@pytest.mark.parametrize("swept", [False, True], ids=["expired", "swept"])
+def test_a_leased_message_past_retention_is_gone_not_redelivered(clocked, clock, queue_name, swept):
+    """SQS deletes a message at the end of its retention, in flight or not. A lease that runs out after it
+    must not bring the message back: not from an item past its `exp` (DynamoDB deletes expired items
+    lazily; moto never does), and not as a body of `null` once TTL has deleted the item."""
+    clocked.queues.create(queue_name, {"retention_seconds": 60, "visibility_timeout_ms": 30_000})
+    clocked.publisher.publish(queue_name, [OutgoingMessage(body=b"%d" % n) for n in range(3)])
+    first = clocked.consumer.pull(queue_name, group="default", batch_size=10)
+    assert sorted(m.body for m in first.messages) == [b"0", b"1", b"2"]
+    queue = clocked.queues.get(queue_name)
+    if swept:
+        at = ShardAddress.of(queue, queue.shards[0])
+        clocked.backend.store.delete_items(at, [item.first for item in clocked.backend.store.scan(at, 0)])
+    clock.advance(61_000)  # past the retention and the leases
+    again = clocked.consumer.pull(queue_name, group="default", batch_size=10)
+    assert [m.body for m in again.messages] == []
+    assert again.backlog_exact and again.message_backlog_count == 0 and again.backlog.in_flight == 0
