@@ -30,6 +30,16 @@ Model, per call (each documented where it comes from):
   (`TransactWriteItems` API reference; moto takes more); a Query page holds the items that fit in 1 MB
   ("A single Query only returns a result set that fits within the 1 MB size limit"), with a
   LastEvaluatedKey to go on from, and each page is charged on its own.
+- Eventually consistent reads may be stale ("Read consistency", developer guide: such a read "might
+  not reflect the results of a recently completed write"; "consistency across all copies of data is
+  usually reached within a second"). DynamoDB keeps three copies of an item and acknowledges a write
+  once two hold it; so a GetItem or BatchGetItem key read eventually consistently is answered, once in
+  three (`STALE_SHARE`), by the copy the write did not wait for, as it stood at a moment drawn
+  uniformly in the last `stale_max_s`. Off by default (0): AWS documents the bound (`STALE_MAX_S`,
+  "within a second"), not how far behind a copy usually is, and at the bound a third of the
+  eventually consistent glances would answer from up to a second back, which the latency figures
+  would then carry; correctness checks turn it on (`build(stale_reads=True)`). Queries answer the
+  current state whatever their consistency (the engine's hot-path Queries are consistent).
 - Latency per attempt: log-normal, median 4 ms, sigma 0.45 (p99 ≈ 11 ms) plus 0.01 ms per KB moved.
   AWS: "for most atomic operations, such as GetItem and PutItem, an average latency is in
   single-digit milliseconds" (re:Post, dynamodb-high-latency); client-side figures of 10-20 ms are
@@ -42,7 +52,7 @@ import bisect
 import copy
 import math
 import random
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -56,6 +66,8 @@ from bench.units import item_size
 WCU_PER_S = 1000.0
 RCU_PER_S = 3000.0
 MAX_ATTEMPTS = 5
+STALE_SHARE = 1 / 3  # eventually consistent reads answered by the copy a write did not wait for
+STALE_MAX_S = 1.0  # how far behind that copy may be ("usually ... within a second"): `stale_max_s` when on
 THROTTLE = "ProvisionedThroughputExceededException"
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"}
 MAX_TRANSACT_ITEMS = 100
@@ -92,6 +104,28 @@ class _Partition:
     sks: list[str] = field(default_factory=list)  # sorted
     tokens: float = 1.0  # share of one second of the partition's capacity
     at: float = 0.0
+    # sk -> (virtual time of a write, the item before it), oldest first, for the last `stale_max_s`: what
+    # a lagging copy still answers (items are never changed in place: a write stores a new dict).
+    history: dict[str, deque[tuple[float, dict[str, Any] | None]]] = field(default_factory=dict)
+    writes: deque[tuple[float, str]] = field(default_factory=deque)  # (time, sk) of each write kept there
+
+    def remember(self, sk: str, now: float, window_s: float) -> None:
+        """Keep the item as it is before a write at `now`; forget writes older than the window."""
+        self.history.setdefault(sk, deque()).append((now, self.items.get(sk)))
+        self.writes.append((now, sk))
+        while self.writes[0][0] < now - window_s:
+            _, old_sk = self.writes.popleft()
+            kept = self.history[old_sk]
+            kept.popleft()
+            if not kept:
+                del self.history[old_sk]
+
+    def as_of(self, sk: str, moment: float) -> dict[str, Any] | None:
+        """The item as a copy that has applied the writes up to `moment` holds it."""
+        for when, before in self.history.get(sk, ()):
+            if when > moment:
+                return before
+        return self.items.get(sk)
 
 
 @dataclass
@@ -173,6 +207,8 @@ class TwinDynamo:
         # shard count, same utilisation, k times fewer simulated requests); 1.0 is DynamoDB as is.
         self.capacity_scale = 1.0
         self.max_attempts = MAX_ATTEMPTS  # the engine's botocore config; experiments may lower it
+        self.stale_max_s = 0.0  # 0: eventually consistent reads see every write at once
+        self.stale_rng = random.Random(self.rng.random())  # its own stream: staleness moves no other draw
         self.unlimited = False  # scenario set-up (seeding a backlog) is not measured
 
     def create_table(self, name: str) -> None:
@@ -245,8 +281,22 @@ class TwinDynamo:
         part = self.tables[table].get(pk)
         return pk, sk, (part.items.get(sk) if part else None)
 
+    def _read(
+        self, table: str, key: dict[str, Any], consistent: bool
+    ) -> tuple[str, str, dict[str, Any] | None]:
+        """An item as a read of that consistency finds it: an eventually consistent one may be answered
+        by the copy that lags (see the module's docstring)."""
+        pk, sk, item = self._get(table, key)
+        if consistent or not self.stale_max_s or self.stale_rng.random() >= STALE_SHARE:
+            return pk, sk, item
+        part = self.tables[table].get(pk)
+        moment = self.sim.now - self.stale_rng.random() * self.stale_max_s
+        return pk, sk, (part.as_of(sk, moment) if part else None)
+
     def _store(self, table: str, pk: str, sk: str, item: dict[str, Any] | None) -> None:
         part = self.tables[table][pk]
+        if self.stale_max_s:
+            part.remember(sk, self.sim.now, self.stale_max_s)
         if item is None:
             if part.items.pop(sk, None) is not None:
                 del part.sks[bisect.bisect_left(part.sks, sk)]
@@ -279,7 +329,7 @@ class TwinDynamo:
         pk, sk, _item = self._get(TableName, Key)
 
         def run() -> tuple[bool, Any, float]:
-            _, _, item = self._get(TableName, Key)
+            _, _, item = self._read(TableName, Key, ConsistentRead)
             size = item_size(item) if item else 0
             if not self._admit(TableName, pk, 0, read_units([size], ConsistentRead, True)):
                 return False, None, 0
@@ -408,7 +458,7 @@ class TwinDynamo:
         for table, request in RequestItems.items():
             consistent = request.get("ConsistentRead", False)
             for key in request["Keys"]:
-                pk, sk, item = self._get(table, key)
+                pk, sk, item = self._read(table, key, consistent)
                 kinds.add(_kind(sk))
                 size = item_size(item) if item else 0
                 full = kb * 1024 + size > MAX_BATCH_GET_BYTES  # past the response's 16 MB: unprocessed

@@ -296,6 +296,7 @@ def pull_load(
     lambda_quota: int = ACCOUNT_CONCURRENCY,
     reserved: Mapping[str, int] | None = None,
     memory_mb: Mapping[str, int] | None = None,
+    stale_reads: bool = False,
 ) -> dict[str, Any]:
     """`pullers` closed-loop pull+ack consumers of one group against a seeded backlog: `warmup` virtual
     seconds for the lanes to widen, then `seconds` measured (statistics reset at the start).
@@ -313,8 +314,9 @@ def pull_load(
     pull long-polls that long (the SDK's `iterate` waits 1 s). `lambda_quota`: the account's concurrent
     executions; `reserved`: function -> executions reserved for it (the stack's opt-in); `memory_mb`:
     function -> its memory where not the stack's default (`-c consumer_memory_mb`): its handler CPU's
-    share of a vCPU and its billed GB-s."""
-    world = build()
+    share of a vCPU and its billed GB-s. `stale_reads`: eventually consistent reads may answer from a copy
+    up to a second behind (bench/twin/dynamo.py)."""
+    world = build(stale_reads=stale_reads)
     engine = world.engine
     queue = engine.queues.create(QUEUE, {"min_shards": shards, "max_shards": shards})
     engine.groups.create(QUEUE, "g")

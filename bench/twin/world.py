@@ -20,7 +20,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from bench.twin.dynamo import Latency, TwinDynamo
+from bench.twin.dynamo import STALE_MAX_S, Latency, TwinDynamo
 from bench.twin.sim import Sim
 from bench.twin.ssm import TwinMirror, TwinSsm
 from sluice import codec
@@ -162,12 +162,16 @@ class World:
         return Queue.model_validate_json(item.items[keys.QUEUE_SK][keys.DOC]["S"])
 
 
-def build(seed: int = 14, sample: float = 1.0, s3_latency: Latency = S3_STANDARD) -> World:
+def build(
+    seed: int = 14, sample: float = 1.0, s3_latency: Latency = S3_STANDARD, *, stale_reads: bool = False
+) -> World:
     """`sample`: the share of the load a scenario simulates (DynamoDB partitions and SSM's read quota
-    are scaled alike); `s3_latency`: S3 Standard or Express One Zone."""
+    are scaled alike); `s3_latency`: S3 Standard or Express One Zone; `stale_reads`: eventually
+    consistent reads may answer from a copy up to a second behind (bench/twin/dynamo.py)."""
     sim = Sim()
     dynamo = TwinDynamo(sim, Latency(rng=random.Random(seed)), random.Random(seed + 1))
     dynamo.capacity_scale = sample
+    dynamo.stale_max_s = STALE_MAX_S if stale_reads else 0.0
     ssm = TwinSsm(sim, scale=sample)
     mirror = TwinMirror(ssm)
     settings = Settings(

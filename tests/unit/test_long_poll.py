@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bench.twin.dynamo import STALE_MAX_S
 from bench.twin.world import World, build
 from sluice import errors
 from sluice.engine import keys
@@ -54,6 +55,22 @@ def test_a_publish_to_any_shard_wakes_the_long_poll_within_a_poll_interval() -> 
     answer, at = long_poll(build(), 32, publish)
     assert isinstance(answer, LeasedBatch) and [m.body for m in answer.messages] == [b'{"late": 1}']
     assert at - published[0] <= LATE
+
+
+def test_with_reads_a_second_stale_a_publish_still_wakes_the_long_poll_a_second_later_at_most() -> None:
+    """The watch's eventually consistent glances may answer from a copy behind the write (DynamoDB:
+    "usually within a second"): the wake comes later, never after the bound and one interval more
+    (40 seeds on 32 shards: p50 0.19 s, p90 0.50 s, max 0.78 s, against 0.14 / 0.25 / 0.27 s fresh)."""
+    published: list[float] = []
+
+    def publish(world: World) -> None:
+        world.sim.sleep(4.0)
+        world.container().publisher.publish("q", [OutgoingMessage(body=b'{"late": 1}')])
+        published.append(world.sim.now)
+
+    answer, at = long_poll(build(stale_reads=True), 32, publish)
+    assert isinstance(answer, LeasedBatch) and [m.body for m in answer.messages] == [b'{"late": 1}']
+    assert at - published[0] <= STALE_MAX_S + LATE
 
 
 def test_a_lease_running_out_wakes_the_long_poll_at_its_deadline() -> None:

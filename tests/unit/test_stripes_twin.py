@@ -30,7 +30,8 @@ from sluice.models import LeasedBatch, OutgoingMessage, Shard
 
 
 def test_a_stream_one_puller_cannot_keep_up_with_is_striped_and_merged_back_when_it_stops() -> None:
-    world = build(seed=5)
+    """With eventually consistent reads up to a second stale (the glances at held stripes, the watches)."""
+    world = build(seed=5, stale_reads=True)
     engine, sim = world.engine, world.sim
     queue = engine.queues.create("q", {"min_shards": 1, "max_shards": 1})
     at = ShardAddress.of(queue, queue.shards[0])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import random
 import uuid
+from collections import Counter
 from functools import partial
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from bench.prices import LAMBDA_MEMORY_MB
-from bench.twin.dynamo import THROTTLE, TwinDynamo, read_units, write_units
+from bench.twin.dynamo import STALE_MAX_S, THROTTLE, TwinDynamo, read_units, write_units
 from bench.twin.lambdas import Executions, Operation, handler_cpu_s
 from bench.twin.sim import Sim
 from bench.twin.world import TwinTable, build
@@ -535,3 +536,39 @@ def test_a_transaction_of_more_than_4_mb_of_items_is_refused_and_writes_nothing(
     twin.unlimited = True  # the ten's 7,800 write units spent the partition's second: read past it
     assert table.get("tx", "ten9") is not None
     assert all(table.get("tx", f"eleven{i}") is None for i in range(11))
+
+
+def test_eventually_consistent_reads_may_miss_a_write_of_the_last_second_and_consistent_ones_never():
+    """A third of eventually consistent reads come from the copy the write did not wait for, as it stood
+    at a moment of the last second: they may see an item's earlier version, or no item yet."""
+    sim = Sim()
+    twin = TwinDynamo(sim)
+    twin.unlimited = True
+    twin.stale_max_s = STALE_MAX_S
+    key = {"pk": {"S": "p"}, "sk": {"S": "HEAD"}}
+    new_key = {"pk": {"S": "p"}, "sk": {"S": "M#1"}}
+
+    def reads(k: dict, consistent: bool, n: int = 600) -> Counter:
+        seen: Counter = Counter()
+        for _ in range(n):
+            item = twin.get_item(TableName="t", Key=k, ConsistentRead=consistent).get("Item")
+            seen[item["v"]["N"] if item else None] += 1
+        return seen
+
+    twin.create_table("t")
+    twin.put_item(TableName="t", Item={**key, "v": {"N": "1"}})
+    sim.now = 5.0
+    twin.put_item(TableName="t", Item={**key, "v": {"N": "2"}})
+    twin.put_item(TableName="t", Item={**new_key, "v": {"N": "9"}})
+    sim.now = 5.1  # a lagging copy stands before both writes in 0.9 of its answers
+    assert reads(key, True) == Counter({"2": 600}) and reads(new_key, True) == Counter({"9": 600})
+    stale = reads(key, False)
+    assert set(stale) == {"1", "2"} and 0.2 < stale["1"] / 600 < 0.4, stale
+    missing = reads(new_key, False)
+    assert set(missing) == {None, "9"} and 0.2 < missing[None] / 600 < 0.4, missing
+    sim.now = 6.2  # past the window: every copy has both writes
+    assert reads(key, False) == Counter({"2": 600}) and reads(new_key, False) == Counter({"9": 600})
+    twin.stale_max_s = 0.0
+    sim.now = 6.3
+    twin.put_item(TableName="t", Item={**key, "v": {"N": "3"}})
+    assert reads(key, False) == Counter({"3": 600})
