@@ -2,12 +2,12 @@
 call audit of the test suite records them, and `make test` fails on a grant no call used:
 `sluice/local/iamcheck.py`), on Sluice's own resources only.
 
-| function    | control table | shard tables | SSM shard maps        | S3 segment bucket                 |
-|-------------|---------------|--------------|-----------------------|-----------------------------------|
-| broker      | G P U D Q     | G P U D Q BG | get put delete        | get/put ovf pay                   |
-| consumer    | G U Q         | G P U Q BG   | get (own region)      | get seg ovf pay; put ovf pay      |
-| shard       | G P D Q       | G P U Q BW   | -                     | get/put/del seg; get/del/list pay |
-| coordinator | G P U Q       | U Q BG       | get put; delete (own) | -                                 |
+| function | control table | shard tables | SSM shard maps | S3 segment bucket |
+|---|---|---|---|---|
+| broker | G P U D Q | G P U D Q BG | get put delete | get/put ovf pay |
+| consumer | G U Q | G P U Q BG | get (own region) | get seg ovf pay; put ovf pay |
+| shard | G P D Q | G P U Q BW | - | get/put/del seg; get/del/list pay; get ovf |
+| coordinator | G P U Q | U Q BG | get put; delete (own) | - |
 
 (G GetItem, P PutItem, U UpdateItem, D DeleteItem, Q Query, BG BatchGetItem, BW BatchWriteItem; seg
 `segments/*`, ovf `overflow/*`, pay `payload/*`, each put with its tag: s3:PutObjectTagging.)
@@ -18,7 +18,8 @@ objects of sends that crashed before their items, listing that prefix alone), ne
 The payload tier (sluice/engine/payloads.py) puts a send's bodies in one `payload/*` object, tagged with
 the days its lifecycle rule keeps it (s3:PutObjectTagging): the broker for sends and redrives, the
 consumer for dead-letter moves; whoever serves a read of the queue (the consumer's pulls and stream
-reads, the broker's peek, redrive and SQS receives, the shard's flush) reads it. The consumer writes
+reads, the broker's peek, redrive and SQS receives, the shard's flush) reads it; so is `overflow/*` (a
+body over the DynamoDB item limit), which the flush reads into segments too. The consumer writes
 `overflow/*` when it moves a message over the DynamoDB item limit to a dead letter queue, and invokes the
 functions of push consumers of type `lambda`: only those context `push_lambda_targets` names (default
 `sluice-<stage>-push-*`).
@@ -266,6 +267,9 @@ def grant_function_access(
     # The flush reads payload-tier objects into segments and deletes the orphans of sends that crashed
     # between their object and their items, found by listing the shard's part of `payload/` (only there).
     objects(shard, ("s3:GetObject", "s3:DeleteObject"), [bucket], c.PAYLOAD_PREFIX)
+    # It reads bodies over the DynamoDB item limit too (`overflow/`, never deleted here: a lifecycle rule
+    # does; tests/e2e/test_local_faults.py's flush of 1 MB messages is the call the audit records).
+    objects(shard, ("s3:GetObject",), [bucket], c.OVERFLOW_PREFIX)
     shard.add_to_role_policy(
         iam.PolicyStatement(
             actions=["s3:ListBucket"],

@@ -136,8 +136,9 @@ def test_s3_access_per_function(grants: dict[str, Any]) -> None:
         "s3:PutObject": both,
         "s3:PutObjectTagging": ["<ref>/payload/*"],
     }
+    # The flush reads every body it writes into a segment: inline, payload-tier, or over the item limit.
     assert s3[c.FN_SHARD] == {
-        "s3:GetObject": ["<ref>/payload/*", "<ref>/segments/*"],
+        "s3:GetObject": ["<ref>/overflow/*", "<ref>/payload/*", "<ref>/segments/*"],
         "s3:PutObject": ["<ref>/segments/*"],
         "s3:DeleteObject": ["<ref>/payload/*", "<ref>/segments/*"],
         "s3:ListBucket": ["<ref>"],
