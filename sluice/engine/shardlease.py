@@ -147,11 +147,9 @@ class ShardLeaser:
         loaded = self.load(view, {state.pending[s].item for s in due.exhausted + redeliver}, take.now)
         if due.exhausted:
             self.dead_letter(queue, view, book, due.exhausted, loaded, take.now)
-        gone = [seq for seq in redeliver if state.pending[seq].item not in loaded]
-        book.drop(gone)  # past retention: SQS deletes a message then, in flight or not
-        for seq in redeliver:
-            if seq in gone:
-                continue
+        # Gone past retention (SQS deletes a message then, in flight or not): dropped, not redelivered.
+        book.drop([seq for seq in redeliver if state.pending[seq].item not in loaded])
+        for seq in (seq for seq in redeliver if seq in state.pending):
             offered = book.redelivery(seq, take.now, take.vis)
             delivery = self.delivery(queue, view, seq, offered, loaded)
             if take.budget is not None and not take.budget.admit(delivery):

@@ -250,7 +250,7 @@ def _peak_mb(pid: int) -> float:
 
 
 def _send_5_mb_event() -> dict:
-    """A send of 5 MB: refused (a request holds at most 1 MiB of messages), after the container has
+    """A send of 5 MB: refused (a request holds at most 4 MiB of messages), after the container has
     held it and parsed it, 20-30 MB more than a listing needs."""
     route, params = gateway.match("POST", "/v1/queues/mem-q/messages")
     headers = [("content-type", "application/json"), ("authorization", f"Bearer {TOKEN}")]
