@@ -160,40 +160,49 @@ def peak_memory_mb() -> float:
 
 
 class _MemoryLimit:
-    """Kills the container once its peak memory passes `limit_mb`. During an invocation it first tells the
-    runtime why (under the lock every message to the runtime takes, so the report never splits another
-    message or follows the invocation's result); between invocations it dies silently, and the next
-    event goes to a new container, as after any container loss."""
+    """Kills the container once its peak memory passes `limit_mb`, telling the runtime why first.
+
+    It looks only while an invocation (or the cold start) runs, every `MEMORY_CHECK_SECONDS`, and once
+    more as the result is sent: the peak is a high-water mark, so a spike shorter than one check still
+    fails its invocation, and an idle container costs nothing. Every message to the runtime takes one
+    lock, so the report never splits another message or follows the invocation's result."""
 
     def __init__(self, conn: Connection, limit_mb: int) -> None:
         self.conn = conn
         self.limit_mb = limit_mb
         self.sending = threading.Lock()
-        self.busy = False  # an invocation is running: its caller waits for a message
+        self.busy = threading.Event()  # an invocation is running: its caller waits for a message
 
     def start(self) -> None:
         threading.Thread(target=self._watch, name="memory-limit", daemon=True).start()
 
     def send(self, message: tuple[str, Any], *, done: bool = False) -> None:
         with self.sending:
-            self.conn.send(message)
             if done:
-                self.busy = False
+                self._enforce()
+                self.busy.clear()
+            self.conn.send(message)
+
+    def _enforce(self) -> None:
+        """Under `sending`, while busy: past the limit, report it and die (Lambda's SIGKILL)."""
+        used = peak_memory_mb()
+        if used > self.limit_mb:
+            self.conn.send(("oom", f"used {used:.1f} MB, past its {self.limit_mb} MB"))
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def _watch(self) -> None:
-        while (used := peak_memory_mb()) <= self.limit_mb:
+        while self.busy.wait():
+            with self.sending:
+                if self.busy.is_set():
+                    self._enforce()
             time.sleep(MEMORY_CHECK_SECONDS)
-        with self.sending:
-            if self.busy:
-                self.conn.send(("oom", f"used {used:.1f} MB, past its {self.limit_mb} MB"))
-            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _container_main(conn: Connection, function: str, env: dict[str, str], config: FunctionConfig) -> None:
     """The container's loop: import once (the cold start), then one event at a time until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the runtime stops us
     memory = _MemoryLimit(conn, config.memory_mb)
-    memory.busy = True  # the cold start counts, as Lambda's init phase does
+    memory.busy.set()  # the cold start counts, as Lambda's init phase does
     memory.start()
     os.environ.update(env)
     os.environ["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] = str(config.memory_mb)
@@ -211,7 +220,7 @@ def _container_main(conn: Connection, function: str, env: dict[str, str], config
             return
         if event is None:
             return
-        memory.busy = True
+        memory.busy.set()
         context = LocalContext(function, config.timeout_seconds, config.memory_mb, config.alias)
         try:
             with callaudit.attributed(function):
