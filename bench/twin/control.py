@@ -74,6 +74,26 @@ def measure(part: str, quick: bool) -> dict[str, Any]:
     return result
 
 
+def _front_door_verdict(million: dict[str, Any], sustained: float) -> str:
+    """Whether the queue got its rate with the account's quotas to spare."""
+    full = (
+        million["peak_executions"] >= 0.95 * million["lambda_quota"]
+        or sustained / BATCH >= 0.9 * million["api_rps"]
+    )
+    if sustained < 0.98 * 1_000_000 or not full:
+        return ""
+    return (
+        " So one queue reaches a million messages a second on these quotas with nothing to spare: the "
+        "account's API Gateway and Lambda quotas are all this queue's, and its consumers in the same "
+        "account and Region need them raised."
+    )
+
+
+def _refusals(refused: dict[str, float]) -> str:
+    by = {"GatewayThrottled": "by API Gateway (429)", "ExecutionRefused": "by Lambda (the gateway's 500)"}
+    return ", ".join(f"{n:,.0f} {by.get(k, k)}" for k, n in refused.items()) or "none"
+
+
 def tail(values: list[float], share: float = 0.2) -> list[float]:
     return values[int(len(values) * (1 - share)) :]
 
@@ -110,7 +130,13 @@ def report(results: dict[str, dict[str, Any]]) -> str:
         "GetParameters and GetParametersByPath sharing 40 transactions per second (scaled with the sample),",
         "PutParameter 3 per second. Each broker container has its own engine and cached map; the coordinator",
         "is a Lambda started by its minute rule and by throttled brokers (sluice/engine/wake.py). SSM figures",
-        "are read attempts per virtual second, full scale.",
+        "are read attempts per virtual second, full scale. Every send passes the front door as deployed, at",
+        "AWS's default quotas: API Gateway's 10,000 requests a second per account and Region (a bucket of",
+        "5,000; each route's throttle set to the same, `-c api_throttle_rate=10000 -c api_throttle_burst=5000`,",
+        "bench/twin/gateway.py), then Lambda's 1,000 concurrent executions, 10,000 invocations a second and",
+        "1,000 new environments per function every 10 s (bench/twin/lambdas.py); a refused send is sent again",
+        "after its Retry-After. Each shard table takes at most 40,000 write and 40,000 read units a second, an",
+        "on-demand table's default quota (bench/twin/dynamo.py).",
         "",
     ]
     step, ramp, fleet, million = (results.get(p) for p in PARTS)
@@ -182,6 +208,13 @@ def report(results: dict[str, dict[str, Any]]) -> str:
             f"{sum(million['ssm_read_throttles']):.0f} throttled (cold containers while the first shards were "
             f"saturated; they read the control item instead); broker containers "
             f"{million['containers'] / million['sample']:,.0f}.",
+            "",
+            f"The front door at this rate: {sustained / BATCH:,.0f} sends a second, of API Gateway's "
+            f"{million['api_rps']:,.0f}; Lambda executions at most **{million['peak_executions']:,.0f}** "
+            f"(quota {million['lambda_quota']:,}); sends refused and sent again: "
+            f"{_refusals(million['refused'])}. The busiest shard table wrote "
+            f"**{million['peak_table_units'][1]:,.0f} units** in one second (quota 40,000)."
+            + _front_door_verdict(million, sustained),
             "",
             f"What limits it: 256 shards x 1,000 WCU/s hold {limit:,.0f} msg/s of 100 x 200 B sends at 100 % of "
             f"every partition, {limit * ScalingPolicy().target_utilization:,.0f} at the policy's 70 % target; "

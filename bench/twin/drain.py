@@ -21,6 +21,7 @@ import random
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -107,11 +108,13 @@ def drain(
     limit_s: float,
     engine_seed: int | None = None,
     quota: int = ACCOUNT_CONCURRENCY,
+    reserved: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """Seconds (virtual) from the first pull until all `backlog` messages are acked. `engine_seed`: the
     engine draws shards, lanes and jitter from the global `random`; seeded, a run is repeatable (two
     engines compared on the same seeds). Every pull, ack and coordinator pass is a Lambda execution
-    under the account's concurrency `quota`, counted from the first pull to the end of the run."""
+    under the account's concurrency `quota` (and `reserved`: function -> the executions reserved for
+    it), counted from the first pull to the end of the run."""
     if engine_seed is not None:
         random.seed(engine_seed)
     started = time.time()
@@ -128,7 +131,7 @@ def drain(
     rng = random.Random(9)
     backing_off: dict[int, float] = {}  # puller -> its wait after an empty pull (absent: it got messages)
     samples: list[dict[str, Any]] = []
-    lambdas = Executions(lambda: sim.now, sim.sleep, (t0, math.inf), quota)
+    lambdas = Executions(lambda: sim.now, sim.sleep, (t0, math.inf), quota, reserved or {})
 
     throttled_before: Counter[tuple[str, str]] = Counter()
 
@@ -199,7 +202,7 @@ def drain(
     def coordinate() -> None:
         """A pass every tick; a pass throttled, or refused an execution, waits for the next tick."""
         while not finished():
-            with contextlib.suppress(errors.Throttled), lambdas.run(COORDINATOR):
+            with contextlib.suppress(errors.Throttled), lambdas.run(COORDINATOR, via_api=False):
                 for queue in coordinator.run_once().queues:
                     ceilings.update(getattr(queue, "lane_ceilings", {}))  # engines before it: none
             sim.sleep(c.DEFAULT_COORDINATOR_TICK_SECONDS)
@@ -235,6 +238,7 @@ def drain(
         "peak_executions": dict(lambdas.peak),
         "peak_executions_total": lambdas.peak_total,
         "refused_executions": dict(lambdas.refused),
+        "refused_by_gateway": dict(lambdas.refused_by_gateway),
         "consumer_invocations": lambdas.invocations[CONSUMER],
         "consumer_gb_s": lambdas.gb_seconds[CONSUMER],
         "consume_usd_per_m": consume_usd_per_million(lambdas, stats, int(done["acked"] or 0)),
@@ -327,7 +331,7 @@ def report(result: dict[str, Any], before: dict[str, Any] = BEFORE_LANES) -> str
 
     def executions(d: dict[str, Any]) -> str:
         """Peak, refused and consume $/M."""
-        refused = sum(d["refused_executions"].values())
+        refused = sum(d["refused_executions"].values()) + sum(d.get("refused_by_gateway", {}).values())
         return f"{d['peak_executions_total']:,} | {refused:,} | {d['consume_usd_per_m']:.3f}"
 
     def row(name: str, d: dict[str, Any]) -> str:
@@ -348,9 +352,12 @@ def report(result: dict[str, Any], before: dict[str, Any] = BEFORE_LANES) -> str
         "seconds from the first pull until every message is acked. Lost races: failed conditional writes",
         "of group-state items over all their writes. Throttled: pulls / acks the engine answered 429.",
         "Executions (peak): the most Lambda executions at once, consumer and coordinator (every pull,",
-        "ack and coordinator pass is one, for as long as it takes); refused: invocations past Lambda's",
-        f"default quota of {ACCOUNT_CONCURRENCY:,} concurrent executions per account and Region, each sent",
-        "again after 1 s like a 429 (a refused coordinator pass waits for its next tick). Consume $/M:",
+        "ack and coordinator pass is one, for as long as it takes); refused: requests API Gateway answered",
+        "429 past its 10,000 a second (a bucket of 5,000; routes set alike: `bench/twin/gateway.py`)",
+        f"and invocations past Lambda's default quotas ({ACCOUNT_CONCURRENCY:,} concurrent executions per",
+        "account and Region, 10 invocations a second per unit of it, 1,000 new environments per function",
+        "every 10 s), each sent again after 1 s like a 429 (a refused coordinator pass waits for its next",
+        "tick). Consume $/M:",
         "per million messages acked, the pullers' capacity units, the consumer's invocations with their",
         f"HTTP API requests, and their billed duration at {LAMBDA_MEMORY_MB} MB (`bench/twin/lambdas.py`).",
         "",

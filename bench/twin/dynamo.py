@@ -13,9 +13,17 @@ Model, per call (each documented where it comes from):
   "burst capacity can't alleviate partition-level throttling". Adaptive capacity's split-for-heat is
   not modelled (a shard's items share one partition key, which split-for-heat can divide by sort key
   only over minutes): the twin is conservative there.
-- A throttled request consumes nothing and answers `ProvisionedThroughputExceededException` as a
-  botocore `ClientError`; BatchGetItem returns throttled keys as UnprocessedKeys and raises only when
-  no key could be read (DynamoDB's documented BatchGetItem behaviour).
+- Per table, 40,000 read request units and 40,000 write request units a second: an on-demand table's
+  default quota ("By default ... your on-demand throughput rate is bounded by 40,000 table-level read
+  and write throughput AWS service quota", developer guide, "DynamoDB maximum throughput for on-demand
+  tables"; adjustable on request: `table_units_per_s`). Read and write are separate token buckets of
+  one second, refilled continuously and charged as the partitions' are; a request past either is
+  throttled as `RequestLimitExceeded` with the throttling reason `TableWriteAccountLimitExceeded`
+  (`...Read...`) where a partition's answers `ProvisionedThroughputExceededException` with
+  `TableWriteKeyRangeThroughputExceeded` ("ThrottlingReason", API reference).
+- A throttled request consumes nothing and answers its throttling error as a botocore `ClientError`;
+  BatchGetItem returns throttled keys as UnprocessedKeys and raises only when no key could be read
+  (DynamoDB's documented BatchGetItem behaviour).
 - The SDK's retries are modelled as botocore's standard mode does them for the engine's config
   (`max_attempts=5`): a throttled attempt is retried after rand(0,1) x 2^(attempt-1) s
   (botocore/retries/standard.py, `ExponentialBackoff`, throttling base scale 1). Adaptive mode's
@@ -68,7 +76,9 @@ RCU_PER_S = 3000.0
 MAX_ATTEMPTS = 5
 STALE_SHARE = 1 / 3  # eventually consistent reads answered by the copy a write did not wait for
 STALE_MAX_S = 1.0  # how far behind that copy may be ("usually ... within a second"): `stale_max_s` when on
-THROTTLE = "ProvisionedThroughputExceededException"
+TABLE_UNITS_PER_S = 40_000.0  # an on-demand table's default quota, read and write each
+THROTTLE = "ProvisionedThroughputExceededException"  # a partition's (key range's) capacity
+TABLE_QUOTA_THROTTLE = "RequestLimitExceeded"  # the table's account-level quota
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"}
 MAX_TRANSACT_ITEMS = 100
 MAX_TRANSACT_BYTES = 4 * 1024 * 1024  # "The aggregate size of the items ... cannot exceed 4 MB"
@@ -126,6 +136,34 @@ class _Partition:
             if when > moment:
                 return before
         return self.items.get(sk)
+
+
+@dataclass
+class _TableQuota:
+    """A table's read and write request units for the next second (shares of the quota)."""
+
+    read: float = 1.0
+    write: float = 1.0
+    at: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    """Why an attempt was throttled: the partition's capacity or the table's quota."""
+
+    code: str
+    limit: str  # the throttling reason's limit type
+
+    def error(self, operation: str, table: str, writes: bool) -> ClientError:
+        error = _error(self.code, operation)
+        reason = f"Table{'Write' if writes else 'Read'}{self.limit}"
+        resource = f"arn:aws:dynamodb:us-east-1:000000000000:table/{table}"
+        error.response["ThrottlingReasons"] = [{"reason": reason, "resource": resource}]
+        return error
+
+
+KEY_RANGE = _Refusal(THROTTLE, "KeyRangeThroughputExceeded")
+TABLE_QUOTA = _Refusal(TABLE_QUOTA_THROTTLE, "AccountLimitExceeded")
 
 
 @dataclass
@@ -206,6 +244,11 @@ class TwinDynamo:
         # Sampling: a scenario may run 1/k of the load against partitions of 1/k the capacity (same
         # shard count, same utilisation, k times fewer simulated requests); 1.0 is DynamoDB as is.
         self.capacity_scale = 1.0
+        self.table_units_per_s = TABLE_UNITS_PER_S  # each table's read and write quota (a raised one: more)
+        self.quotas: defaultdict[str, _TableQuota] = defaultdict(_TableQuota)
+        # (table, virtual second) -> [read, write] units consumed: how near a table runs to its quota.
+        self.table_units: defaultdict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
+        self.refused: tuple[_Refusal, str, bool] = (KEY_RANGE, "", True)  # the last: why, table, a write
         self.max_attempts = MAX_ATTEMPTS  # the engine's botocore config; experiments may lower it
         self.stale_max_s = 0.0  # 0: eventually consistent reads see every write at once
         self.stale_rng = random.Random(self.rng.random())  # its own stream: staleness moves no other draw
@@ -231,23 +274,58 @@ class TwinDynamo:
         part.at = now
         return part
 
-    def _admit(self, table: str, pk: str, wcu: float, rcu: float) -> bool:
+    def _quota(self, table: str) -> _TableQuota:
+        quota = self.quotas[table]
+        now = self.sim.now
+        quota.read = min(1.0, quota.read + (now - quota.at))
+        quota.write = min(1.0, quota.write + (now - quota.at))
+        quota.at = now
+        return quota
+
+    def _refuses(self, table: str, pk: str, wcu: float, rcu: float) -> bool:
+        """Whether the partition or the table has no capacity left for this request (recorded in
+        `refused`); admitted while a bucket holds capacity, then charged in full (`_charge`)."""
         if self.unlimited:
-            return True
-        part = self._refilled(table, pk)
-        need = (wcu / WCU_PER_S + rcu / RCU_PER_S) / self.capacity_scale
-        # Admitted while the bucket holds capacity, then charged in full (it may go into debt): a strict
-        # "enough for this request" rule let 1-WCU HEAD updates starve every 20-WCU batch put on a
-        # saturated key, which DynamoDB does not show. 1e-9: float rounding must not refuse the last unit.
-        if part.tokens <= 1e-9:
             return False
-        part.tokens -= need
+        # 1e-9: float rounding must not refuse the last unit.
+        if self._refilled(table, pk).tokens <= 1e-9:
+            self.refused = (KEY_RANGE, table, wcu > 0)
+            return True
+        quota = self._quota(table)
+        if (wcu and quota.write <= 1e-9) or (rcu and quota.read <= 1e-9):
+            self.refused = (TABLE_QUOTA, table, bool(wcu and quota.write <= 1e-9))
+            return True
+        return False
+
+    def _charge(self, table: str, pk: str, wcu: float, rcu: float) -> None:
+        if self.unlimited:
+            return
+        # Charged in full, into debt if need be: a strict "enough for this request" rule let 1-WCU HEAD
+        # updates starve every 20-WCU batch put on a saturated key, which DynamoDB does not show.
+        self.tables[table][pk].tokens -= (wcu / WCU_PER_S + rcu / RCU_PER_S) / self.capacity_scale
+        quota = self.quotas[table]
+        quota.write -= wcu / (self.table_units_per_s * self.capacity_scale)
+        quota.read -= rcu / (self.table_units_per_s * self.capacity_scale)
+        used = self.table_units[(table, int(self.sim.now))]
+        used[0] += rcu
+        used[1] += wcu
         self.stats.wcu += wcu
         self.stats.rcu += rcu
         actor = self.sim.current
         role = actor.name.partition("-")[0] if actor else ""
         self.stats.wcu_by[role] += wcu
         self.stats.rcu_by[role] += rcu
+
+    def peak_table_units(self) -> tuple[float, float]:
+        """The most read and write units one table consumed in one virtual second, at full scale."""
+        reads = max((r for r, _w in self.table_units.values()), default=0.0)
+        writes = max((w for _r, w in self.table_units.values()), default=0.0)
+        return reads / self.capacity_scale, writes / self.capacity_scale
+
+    def _admit(self, table: str, pk: str, wcu: float, rcu: float) -> bool:
+        if self._refuses(table, pk, wcu, rcu):
+            return False
+        self._charge(table, pk, wcu, rcu)
         return True
 
     def with_attempts(self, attempts: int) -> _WithAttempts:
@@ -258,9 +336,11 @@ class TwinDynamo:
         """botocore's standard retry loop around one call: `run()` returns (ok, result, kb)."""
         actor = self.sim.current
         max_attempts = getattr(actor, "attempts", None) or self.max_attempts
+        refused = self.refused
         for attempt in range(1, max_attempts + 1):
             self.stats.attempts[(operation, kind)] += 1
             ok, result, kb = run()
+            refused = refused if ok else self.refused  # read now: other actors refuse during the sleep
             if operation in _WRITES:
                 self.write_timeline[int(self.sim.now)][0 if ok else 1] += 1
             self.sim.sleep(self._latency(kb))
@@ -272,7 +352,8 @@ class TwinDynamo:
             self.throttle_log.append(self.sim.now)
             if attempt < max_attempts:
                 self.sim.sleep(self.rng.random() * min(2 ** (attempt - 1), 20))
-        raise _error(THROTTLE, operation)
+        why, table, writes = refused
+        raise why.error(operation, table, writes)
 
     # -- storage helpers --
 
@@ -417,11 +498,11 @@ class TwinDynamo:
                     "TransactWriteItems",
                     message="The aggregate size of the items in the transaction cannot exceed 4 MB",
                 )
-            parts = {(u["TableName"], pk) for u, pk, _sk, _ctx in requests}
-            if not self.unlimited and any(self._refilled(t, pk).tokens <= 1e-9 for t, pk in parts):
+            units = [2 * write_units(old, new) for old, new in zip(olds, news, strict=True)]
+            if any(self._refuses(u["TableName"], pk, 1, 0) for u, pk, _sk, _ctx in requests):
                 return False, None, 0
-            for (update, pk, _sk, _ctx), old, new in zip(requests, olds, news, strict=True):
-                self._admit(update["TableName"], pk, 2 * write_units(old, new), 0)
+            for (update, pk, _sk, _ctx), wcu in zip(requests, units, strict=True):
+                self._charge(update["TableName"], pk, wcu, 0)
             if any(r["Code"] != "None" for r in reasons):
                 self.stats.conditional_failures[("TransactWriteItems", "G#")] += 1
                 error = _error("TransactionCanceledException", "TransactWriteItems")
@@ -454,6 +535,7 @@ class TwinDynamo:
         unprocessed: dict[str, dict] = {}
         kb = 0.0
         read_any = throttled = False
+        refused = self.refused
         kinds = set()
         for table, request in RequestItems.items():
             consistent = request.get("ConsistentRead", False)
@@ -463,7 +545,8 @@ class TwinDynamo:
                 size = item_size(item) if item else 0
                 full = kb * 1024 + size > MAX_BATCH_GET_BYTES  # past the response's 16 MB: unprocessed
                 if full or not self._admit(table, pk, 0, read_units([size], consistent, True)):
-                    throttled = throttled or not full
+                    if not full:
+                        throttled, refused = True, self.refused
                     unprocessed.setdefault(table, {"Keys": [], "ConsistentRead": consistent})["Keys"].append(
                         key
                     )
@@ -479,7 +562,8 @@ class TwinDynamo:
             self.stats.throttles[("BatchGetItem", kind)] += 1
             self.throttle_log.append(self.sim.now)
             if not read_any:
-                raise _error(THROTTLE, "BatchGetItem")
+                why, table, _writes = refused
+                raise why.error("BatchGetItem", table, False)
         return {"Responses": responses, "UnprocessedKeys": unprocessed}
 
     def batch_write_item(self, RequestItems: dict) -> dict:

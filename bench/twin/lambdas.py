@@ -10,6 +10,14 @@ invocation raises `ExecutionRefused`, a `Throttled` (the scenarios' clients back
 a 429).
 Reserved concurrency (the stack's `<function>_reserved_concurrency`): a function with a reservation runs
 at most that many at once, and the others share what the reservations leave of the quota.
+Two rates bound the invocations besides (Lambda developer guide, "Lambda function scaling" and
+"Understanding Lambda function scaling"): across all functions, "a requests per second limit equal to
+10 times your account concurrency" (10,000 a second at the default quota), and for each function a
+scaling rate of "1,000 execution environment instances every 10 seconds", refilled continuously: a
+call that needs one environment more than the function has had is refused while that bucket is empty.
+Both refusals are `ExecutionRefused`, as past the quota. A call through the HTTP API (`run`'s
+`via_api`) first passes API Gateway's throttles (`bench.twin.gateway`): past them it is answered 429
+and Lambda never runs.
 Handler CPU: a call holds its execution, after its AWS calls, for the CPU its handler spends, as
 measured on one core of this machine (docs/performance.md "Handler CPU per message", random text of
 200 B as the scenarios send, fitted as a call's base and each message's share) and stretched by
@@ -32,10 +40,14 @@ from typing import Literal
 
 from bench.prices import LAMBDA_MEMORY_MB, Usage, billed_gb_seconds, on_demand_per_million
 from bench.twin.dynamo import Stats
+from bench.twin.gateway import Gateway, GatewayThrottled, TokenBucket
 from sluice import constants as c
 from sluice import errors
 
 ACCOUNT_CONCURRENCY = 1_000  # Lambda's default per account and Region
+REQUESTS_PER_EXECUTION = 10  # the account's invocations a second: 10 x its concurrency quota
+NEW_ENVIRONMENTS = 1_000  # a function's scaling rate: this many new environments ...
+NEW_ENVIRONMENTS_S = 10.0  # ... every this many seconds
 ONE_VCPU_MB = 1_769  # Lambda's memory at which a function has one vCPU's worth of CPU
 # Handler CPU at one vCPU, in ms: (per call, per message handled), fitted to the "Handler CPU per
 # message" rows of random text 200 B with acks by request (batches of 1, 10 and 100).
@@ -67,7 +79,10 @@ class ExecutionRefused(errors.Throttled):
 class Executions:
     """Executions in flight by function; within `window` (virtual seconds), their peak, the invocations
     that ended in it and their billed GB-s (at the function's memory: `memory_mb`, else the stack's
-    default), and the invocations refused past the quota or past the function's reservation."""
+    default), the invocations Lambda refused (past the quota, the function's reservation, the account's
+    requests a second or the function's scaling rate) and the requests API Gateway refused. `scale`: a
+    sampled scenario runs that share of the load, against that share of every quota (`quota` is given
+    scaled; the rates and the gateway's buckets are scaled here)."""
 
     clock: Callable[[], float]
     sleep: Callable[[float], None]  # the scenario's virtual sleep: a call's handler CPU holds its execution
@@ -75,12 +90,24 @@ class Executions:
     quota: int = ACCOUNT_CONCURRENCY
     reserved: Mapping[str, int] = field(default_factory=dict)
     memory_mb: Mapping[str, int] = field(default_factory=dict)  # function -> MB, where not the default
+    scale: float = 1.0
+    gateway: Gateway | None = None  # None: API Gateway at the account's default quota
     running: Counter[str] = field(default_factory=Counter)
     peak: Counter[str] = field(default_factory=Counter)
     peak_total: int = 0
     invocations: Counter[str] = field(default_factory=Counter)
     gb_seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     refused: Counter[str] = field(default_factory=Counter)
+    refused_by_gateway: Counter[str] = field(default_factory=Counter)
+    environments: Counter[str] = field(default_factory=Counter)  # the most a function has had at once
+    _requests: TokenBucket = field(init=False)
+    _scaling: dict[str, TokenBucket] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        rate = REQUESTS_PER_EXECUTION * self.quota  # `quota` is already scaled
+        self._requests = TokenBucket(rate, max(1.0, rate))
+        if self.gateway is None:
+            self.gateway = Gateway(scale=self.scale)
 
     def _counting(self) -> bool:
         return self.window[0] <= self.clock() < self.window[1]
@@ -98,11 +125,38 @@ class Executions:
         """Inside `run`: the handler's CPU for what the call handled, at its function's memory."""
         self.sleep(handler_cpu_s(operation, messages, acks, self.memory(FUNCTION_OF[operation])))
 
+    def _new_environment(self, function: str) -> bool:
+        """Whether the function may have one more environment than ever before (its scaling rate)."""
+        if self.running[function] < self.environments[function]:
+            return True
+        bucket = self._scaling.get(function)
+        if bucket is None:
+            capacity = max(1.0, NEW_ENVIRONMENTS * self.scale)
+            bucket = self._scaling[function] = TokenBucket(capacity / NEW_ENVIRONMENTS_S, capacity)
+        if not bucket.take(self.clock()):
+            return False
+        self.environments[function] += 1
+        return True
+
     @contextlib.contextmanager
-    def run(self, function: str) -> Iterator[None]:
+    def run(self, function: str, *, via_api: bool = True) -> Iterator[None]:
+        """One invocation of `function`, for as long as the block runs; `via_api`: a request through
+        the HTTP API (an asynchronous invocation, as the coordinator's, is not)."""
+        if via_api and self.gateway is not None:
+            try:
+                self.gateway.admit(self.clock())
+            except GatewayThrottled:
+                self.refused_by_gateway[function] += self._counting()
+                raise
         if self._full(function):
             self.refused[function] += self._counting()
             raise ExecutionRefused(f"Lambda: no concurrent execution left for {function}")
+        if not self._requests.take(self.clock()):
+            self.refused[function] += self._counting()
+            raise ExecutionRefused("Lambda: the account's requests a second are all taken")
+        if not self._new_environment(function):
+            self.refused[function] += self._counting()
+            raise ExecutionRefused(f"Lambda: {function} scales no faster than its scaling rate")
         self.running[function] += 1
         if self._counting():
             self.peak[function] = max(self.peak[function], self.running[function])

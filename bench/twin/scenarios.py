@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from bench.twin.lambdas import ACCOUNT_CONCURRENCY, Executions, consume_usd_per_million
+from bench.twin.gateway import ACCOUNT_RPS, Gateway, GatewayThrottled
+from bench.twin.lambdas import ACCOUNT_CONCURRENCY, ExecutionRefused, Executions, consume_usd_per_million
 from bench.twin.world import COORDINATOR_FUNCTION, World, build, percentile
 from sluice import constants as c
 from sluice import errors
@@ -45,6 +46,7 @@ QUEUE = "twin"
 PRODUCER_RATE = 2_000  # msg/s one live producer sends: 20 sends of BATCH a second (a send takes ~9 ms)
 DRAIN_LIMIT_S = 60.0  # a live run's pullers drain for at most this long after the window
 CONSUMER, BROKER = c.FN_CONSUMER, c.FN_BROKER
+SDK_ATTEMPTS = 6  # SluiceClient's default max_attempts
 
 
 @dataclass
@@ -56,11 +58,14 @@ class Timeline:
     latencies: list[tuple[float, float]] = field(default_factory=list)  # (done at, seconds)
     failed_passes: list[float] = field(default_factory=list)  # coordinator passes a queue failed in
     runs: list[tuple[float, str, int]] = field(default_factory=list)  # (start, why, passes) per invocation
+    refused: defaultdict[str, int] = field(default_factory=lambda: defaultdict(int))  # sends, by refuser
 
 
 class Brokers:
     """Lambda-like: one container per concurrent request; idle containers are reused (the most recent,
-    or with `spread` any of them: Lambda promises no affinity)."""
+    or with `spread` any of them: Lambda promises no affinity). With `lambdas`, each send is a request
+    through API Gateway and an invocation of the broker, refused past their quotas (then sent again
+    after its Retry-After, as any throttled send)."""
 
     def __init__(
         self,
@@ -69,8 +74,10 @@ class Brokers:
         timeline: Timeline,
         region: str | None = None,
         spread: bool = False,
+        lambdas: Executions | None = None,
     ) -> None:
         self.world = world
+        self.lambdas = lambdas
         self.region = region  # where the containers run (None: the only region)
         self.messages = messages
         self.timeline = timeline
@@ -111,8 +118,11 @@ class Brokers:
             while self.pending:
                 first_sent = self.pending.popleft()
                 try:
-                    publisher.publish(QUEUE, self.messages)
+                    with self.lambdas.run(BROKER) if self.lambdas else contextlib.nullcontext():
+                        publisher.publish(QUEUE, self.messages)
                 except (errors.Throttled, errors.DependencyUnavailable) as exc:
+                    if isinstance(exc, GatewayThrottled | ExecutionRefused):
+                        self.timeline.refused[type(exc).__name__] += 1
                     # The Sluice SDK retries after the answer's Retry-After (sluice/client.py).
                     self.timeline.client_retries[int(sim.now)] += 1
                     sim.at(sim.now + exc.retry_after_seconds, partial(self.submit, first_sent))
@@ -220,13 +230,18 @@ def publish_load(
     first_rule_at: float = 30.0,
     fleet: int = 0,
     warm_s: float = 0.0,
+    lambda_quota: int = ACCOUNT_CONCURRENCY,
+    api_rps: float = ACCOUNT_RPS,
 ) -> dict[str, Any]:
     """Offered load `rate(t)` msg/s on one unordered queue for `seconds` of virtual time. With
     `sample` < 1, that share of the load runs against partitions of that share of the capacity (and
     that share of SSM's read quota), and the coordinator's per-shard ceiling is scaled alike: figures
     are reported at full scale. The minute rule first fires at `first_rule_at`. `fleet` (full scale):
     that many broker containers warmed over the first `warm_s` seconds, each request then served by any
-    idle one."""
+    idle one. Each send is a request through API Gateway (its account quota `api_rps`, the route
+    throttle set to it) and an invocation of the broker (the account's concurrency `lambda_quota`, 10
+    invocations a second per unit of it): the defaults are AWS's, and a scenario past them names the
+    raised quotas it takes."""
     world = build(sample=sample)
     world.dynamo.max_attempts = sdk_attempts or world.dynamo.max_attempts
     world.engine.queues.create(QUEUE, {"min_shards": 1, "max_shards": max_shards})
@@ -234,7 +249,14 @@ def publish_load(
     policy = ScalingPolicy(shard_wcu_ceiling=ScalingPolicy().shard_wcu_ceiling * sample)
     coordinator = CoordinatorFunction(world, timeline, seconds, policy)
     world.invoker = coordinator
-    brokers = Brokers(world, _messages(), timeline, spread=bool(fleet))
+    lambdas = Executions(
+        lambda: world.sim.now,
+        world.sim.sleep,
+        quota=max(1, round(lambda_quota * sample)),
+        scale=sample,
+        gateway=_gateway(api_rps, sample),
+    )
+    brokers = Brokers(world, _messages(), timeline, spread=bool(fleet), lambdas=lambdas)
     if fleet:
         brokers.warm(round(fleet * sample), warm_s)
     _arrivals(world, brokers, lambda t: rate(t) * sample, seconds)
@@ -267,7 +289,18 @@ def publish_load(
         "ssm_largest_value": ssm.largest_value,
         "map_bytes": len(world.engine.queues.mirror_document(world.queue(QUEUE))),
         "wakes": coordinator.wakes,
+        "lambda_quota": lambda_quota,
+        "api_rps": api_rps,
+        "refused": {k: v / sample for k, v in timeline.refused.items()},  # sends answered 429 / 500
+        "peak_executions": lambdas.peak_total / sample,
+        "peak_table_units": world.dynamo.peak_table_units(),  # (read, write) a second, one table
     }
+
+
+def _gateway(api_rps: float, sample: float = 1.0) -> Gateway:
+    """API Gateway at an account quota of `api_rps` (AWS's default, or a raised one), the route
+    throttle set to it (`bench.twin.gateway`)."""
+    return Gateway(api_rps, scale=sample)
 
 
 def _fill(points: dict[int, int], n: int) -> list[int]:
@@ -297,6 +330,7 @@ def pull_load(
     reserved: Mapping[str, int] | None = None,
     memory_mb: Mapping[str, int] | None = None,
     stale_reads: bool = False,
+    api_rps: float = ACCOUNT_RPS,
 ) -> dict[str, Any]:
     """`pullers` closed-loop pull+ack consumers of one group against a seeded backlog: `warmup` virtual
     seconds for the lanes to widen, then `seconds` measured (statistics reset at the start).
@@ -312,7 +346,9 @@ def pull_load(
     lost or delivered twice; `delivery_p50_ms` / `delivery_p99_ms`: from each window send's start to
     the first lease of its messages. Write and read units per message are the pullers' own. `wait_ms`: each
     pull long-polls that long (the SDK's `iterate` waits 1 s). `lambda_quota`: the account's concurrent
-    executions; `reserved`: function -> executions reserved for it (the stack's opt-in); `memory_mb`:
+    executions (10 invocations a second per unit of it); `api_rps`: API Gateway's requests a second
+    (its account quota, the route throttle set to it, a burst of half of it: `bench.twin.gateway`);
+    `reserved`: function -> executions reserved for it (the stack's opt-in); `memory_mb`:
     function -> its memory where not the stack's default (`-c consumer_memory_mb`): its handler CPU's
     share of a vCPU and its billed GB-s. `stale_reads`: eventually consistent reads may answer from a copy
     up to a second behind (bench/twin/dynamo.py)."""
@@ -343,6 +379,7 @@ def pull_load(
         quota=lambda_quota,
         reserved=reserved or {},
         memory_mb=memory_mb or {},
+        gateway=_gateway(api_rps),
     )
 
     def puller() -> None:
@@ -377,9 +414,7 @@ def pull_load(
                 if result.messages:
                     sim.sleep(think_s)
                     if not carry_acks:
-                        with lambdas.run(CONSUMER):
-                            done = consumer.ack(QUEUE, held).ack_count
-                            lambdas.compute("ack", len(held))
+                        done = ack(consumer, held)
                         settled += done
                         live.acked(held_ids, done)
                         held, held_ids = [], []
@@ -393,6 +428,20 @@ def pull_load(
                 if start <= t0 < end:  # as the latencies: pulls made in the window
                     failures[type(exc).__name__] += 1
                 sim.sleep(rng.uniform(0.05, 0.2))
+
+    def ack(consumer: Any, held: list[str]) -> int:
+        """An ack call, sent again after a throttle as the SDK does (`SDK_ATTEMPTS`, backing off)."""
+        for attempt in range(1, SDK_ATTEMPTS + 1):
+            try:
+                with lambdas.run(CONSUMER):
+                    done = consumer.ack(QUEUE, held).ack_count
+                    lambdas.compute("ack", len(held))
+                return done
+            except (errors.Throttled, errors.DependencyUnavailable):
+                if attempt == SDK_ATTEMPTS:
+                    raise
+                sim.sleep(min(5.0, 0.1 * 2**attempt) * rng.uniform(0.5, 1.0))  # sluice.client._backoff
+        raise AssertionError("unreachable")
 
     def producer(every: float) -> None:
         publisher = world.container().publisher
@@ -464,6 +513,8 @@ def pull_load(
         "peak_executions": dict(lambdas.peak),
         "peak_executions_total": lambdas.peak_total,
         "refused_executions": dict(lambdas.refused),
+        "refused_by_gateway": dict(lambdas.refused_by_gateway),
+        "peak_table_units": world.dynamo.peak_table_units(),  # (read, write) a second, one table
         "consumer_gb_s_per_msg": lambdas.gb_seconds[CONSUMER] / max(1, total),
         "consume_usd_per_m": consume_usd_per_million(lambdas, stats, total),
     }

@@ -14,6 +14,7 @@ import pytest
 
 from bench.twin.drain import BEFORE_LANES, drain, report
 from bench.twin.lambdas import ExecutionRefused
+from sluice import constants as c
 from sluice.engine.consume import Consumer
 from sluice.models import AckResult
 
@@ -76,12 +77,14 @@ def _drained_once(result: dict[str, Any], tally: Tally) -> None:
 def test_a_quota_below_the_pullers_refuses_executions_and_every_message_is_still_acked_once(
     tally: Tally,
 ) -> None:
-    result = drain(PULLERS, BATCH, SHARDS, BACKLOG, limit_s=30.0, engine_seed=1, quota=4)
+    # Four executions reserved for the consumer (an account quota of 4 would also allow only 40
+    # invocations a second, 10 per unit of it, and starve the acks).
+    result = drain(PULLERS, BATCH, SHARDS, BACKLOG, limit_s=30.0, engine_seed=1, reserved={c.FN_CONSUMER: 4})
     _drained_once(result, tally)
     assert result["refused_executions"]["consumer"] > 0
     assert result["failed_calls"]["ExecutionRefused"] == result["refused_executions"]["consumer"]
     assert result["failed_calls"].get("Throttled", 0) == 0  # refusals are not counted as DynamoDB's
-    assert result["peak_executions_total"] <= 4
+    assert result["peak_executions"]["consumer"] <= 4
     # every pull and ack that ran is one consumer invocation: 200 batches, each a pull and an ack
     assert result["consumer_invocations"] >= 2 * BACKLOG // BATCH
     assert result["consumer_gb_s"] > 0 and result["consume_usd_per_m"] > 0

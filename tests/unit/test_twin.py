@@ -15,8 +15,17 @@ import pytest
 from botocore.exceptions import ClientError
 
 from bench.prices import LAMBDA_MEMORY_MB
-from bench.twin.dynamo import STALE_MAX_S, THROTTLE, TwinDynamo, read_units, write_units
-from bench.twin.lambdas import Executions, Operation, handler_cpu_s
+from bench.twin.dynamo import (
+    STALE_MAX_S,
+    TABLE_QUOTA_THROTTLE,
+    TABLE_UNITS_PER_S,
+    THROTTLE,
+    TwinDynamo,
+    read_units,
+    write_units,
+)
+from bench.twin.gateway import ACCOUNT_BURST, ACCOUNT_RPS, Gateway, GatewayThrottled
+from bench.twin.lambdas import ExecutionRefused, Executions, Operation, handler_cpu_s
 from bench.twin.sim import Sim
 from bench.twin.world import TwinTable, build
 from sluice import constants as c
@@ -164,6 +173,31 @@ def test_partition_key_throttles_at_1000_wcu_per_second_with_the_aws_code():
             table.put({"pk": "hot", "sk": f"N#{accepted}", "d": body})
             accepted += 1
     assert accepted == 250
+
+
+def test_a_table_throttles_past_its_on_demand_quota_though_no_partition_is_hot():
+    sim = Sim()
+    twin = TwinDynamo(sim)
+    assert twin.table_units_per_s == TABLE_UNITS_PER_S == 40_000  # DynamoDB's default per table
+    twin.table_units_per_s = 3_000  # a small quota, so a test reaches it: three partitions' worth
+    table, other = TwinTable("t", twin), TwinTable("other", twin)
+    body = b"x" * 1100  # 2 WCU per put
+    for i in range(1_500):  # 3,000 WCU over 30 keys: 100 a key, a tenth of one partition's second
+        table.put({"pk": f"p{i % 30}", "sk": f"M#{i}", "d": body})
+    with pytest.raises(errors.Throttled) as caught:
+        table.put({"pk": "fresh", "sk": "M#0", "d": body})
+    response = caught.value.__cause__.response
+    assert response["Error"]["Code"] == TABLE_QUOTA_THROTTLE  # mapped by code, as the partition's
+    assert response["ThrottlingReasons"][0]["reason"] == "TableWriteAccountLimitExceeded"
+    assert table.get("p0", "M#0") is not None  # reads have their own quota
+    other.put({"pk": "p0", "sk": "M#0", "d": body})  # and every table its own
+    sim.now = 0.5  # half a second refills half the quota: 750 more puts
+    accepted = 0
+    with pytest.raises(errors.Throttled):
+        while accepted < 2_000:
+            table.put({"pk": f"q{accepted % 30}", "sk": f"N#{accepted}", "d": body})
+            accepted += 1
+    assert accepted == 750
 
 
 def test_real_publish_pull_ack_round_trip_in_virtual_time():
@@ -397,6 +431,63 @@ def test_lambda_executions_past_the_account_quota_are_refused_and_the_rest_bille
     assert lambdas.gb_seconds["consumer"] == pytest.approx(1.1 * gb)  # 0.6 + 0.5 s: a wait billed in full
     assert lambdas.gb_seconds["broker"] == pytest.approx(0.011 * gb)  # 10.4 ms billed as 11
     assert lambdas.peak == {"consumer": 1, "broker": 1} and lambdas.peak_total == 2
+
+
+def test_api_gateway_answers_429_past_its_bucket_and_lambda_never_runs():
+    """The account's 10,000 requests a second with a bucket of 5,000 (the scenarios' route throttle is
+    set to the same): 5,000 at one moment pass, the next is refused, a tenth of a second refills 1,000."""
+    sim = Sim()
+    lambdas = Executions(lambda: sim.now, sim.sleep, quota=100_000)  # Lambda's own quotas far away
+    assert (ACCOUNT_RPS, ACCOUNT_BURST) == (10_000, 5_000)
+
+    def calls(count: int) -> int:
+        passed = 0
+        with contextlib.suppress(GatewayThrottled):
+            while passed < count:
+                with lambdas.run(c.FN_CONSUMER):
+                    passed += 1
+        return passed
+
+    assert calls(10_000) == 5_000
+    assert lambdas.refused_by_gateway == {c.FN_CONSUMER: 1} and not lambdas.refused
+    assert lambdas.invocations == {c.FN_CONSUMER: 5_000}  # the refused request invoked nothing
+    sim.now = 0.1
+    assert calls(10_000) == 1_000
+    with lambdas.run(c.FN_COORDINATOR, via_api=False):  # an asynchronous invocation: no gateway
+        pass
+    raised = Gateway(rps=40_000)  # a raised quota keeps AWS's 2:1 ratio of rate to burst
+    for _ in range(20_000):
+        raised.admit(0.0)
+    with pytest.raises(GatewayThrottled):
+        raised.admit(0.0)
+
+
+def test_lambda_refuses_past_ten_requests_a_second_per_unit_of_quota_and_past_its_scaling_rate():
+    sim = Sim()
+    lambdas = Executions(lambda: sim.now, sim.sleep, quota=10, gateway=Gateway(scale=100))
+    done = 0
+    with contextlib.suppress(ExecutionRefused):
+        while done < 1_000:
+            with lambdas.run(c.FN_CONSUMER):  # each ends at once: concurrency 1
+                done += 1
+    assert done == 100  # 10 x a quota of 10, in one second's bucket
+    assert lambdas.refused == {c.FN_CONSUMER: 1}
+
+    sim = Sim()
+    lambdas = Executions(lambda: sim.now, sim.sleep, quota=100_000, gateway=Gateway(scale=100))
+    started: list[float] = []
+
+    def call() -> None:
+        with contextlib.suppress(ExecutionRefused), lambdas.run(c.FN_CONSUMER):
+            started.append(sim.now)
+            sim.sleep(10.0)  # held: each call needs an environment of its own
+
+    for i in range(1_300):  # 1,100 at once, 200 a second later
+        sim.spawn(f"c{i}", call, at=0.0 if i < 1_100 else 1.0)
+    sim.run_until(2.0)
+    assert started.count(0.0) == 1_000  # 1,000 new environments at once
+    assert started.count(1.0) == 100  # then 100 a second: of the 200, 100 are refused
+    assert lambdas.environments[c.FN_CONSUMER] == 1_100
 
 
 def test_a_calls_handler_cpu_holds_its_execution_at_lambdas_share_of_a_vcpu():
