@@ -39,6 +39,7 @@ from sluice.local.template import (
     functions_from_template,
     load_template,
     max_event_ages_from_template,
+    stage_throttle_from_template,
 )
 from sluice.local.workers import (
     INTEGRATION_TIMEOUT_SECONDS,
@@ -131,6 +132,7 @@ class LocalRuntime:
         self.api_targets: dict[str, ApiTarget] = api_targets_from_template(template)
         self.max_event_ages = max_event_ages_from_template(template)
         self.aliases = {target.function: target.alias for target in self.api_targets.values()}
+        self.throttle = gateway.StageThrottle(stage_throttle_from_template(template), self.api_targets)
         self.settings: Settings = self.provisioned or provision(endpoint, self.stage, template=template)
         engine = Sluice.from_settings(self.settings)
         if self.admin_token:
@@ -283,6 +285,9 @@ class LocalRuntime:
         target = self.api_targets.get(route.route_key)
         if target is None:  # a route the deployed API would not have
             return gateway.NOT_FOUND
+        over = self.throttle.refusing(route.route_key)
+        if over is not None:  # API Gateway's 429: the function is never invoked
+            return gateway.throttled(over)
         event = gateway.build_event(route, params, method, raw_path, raw_query, headers, body, source_ip)
         if gateway.event_too_large(event):
             return gateway.refusal(
