@@ -191,6 +191,13 @@ class GatewayHeadersTooLarge(SluiceError):
     code = 10431
 
 
+class GatewayThrottled(SluiceError):
+    """Over the API stage's throttle or the account's API Gateway quota; no function ran. Not 10429,
+    which a handler answers when what it calls throttles (a saturated shard, DynamoDB)."""
+
+    code = 10430
+
+
 class InvalidStreamName(InvalidRequest):
     """A stream name with empty, `.` or `..` segments, backslashes or control characters."""
 

@@ -23,6 +23,7 @@ STATUS: tuple[tuple[type[errors.SluiceError], int], ...] = (
     (errors.GatewayUriTooLong, 414),
     (errors.GatewayHeadersTooLarge, 431),
     (errors.GatewayPayloadTooLarge, 413),
+    (errors.GatewayThrottled, 429),
     (errors.MessageTooLarge, 413),
     (errors.RequestTooLarge, 413),
     (errors.QueueNotFound, 404),

@@ -3,9 +3,11 @@ response, and refuse what the deployed path would refuse. The local runtime uses
 see exactly what they see when deployed.
 
 Limits (docs/design.md, "Local runtime"): Lambda refuses a synchronous invocation whose event is over
-6,291,456 bytes and a response over 6,291,556 bytes; an HTTP API waits 30 s for its integration and
-takes at most 10,240 bytes of request line and headers. The gateway's own refusals carry API Gateway's
-`{"message": ...}` and the error envelope with a stable code (docs/api.md).
+6,291,456 bytes and a response over 6,291,556 bytes; an HTTP API waits 30 s for its integration,
+takes at most 10,240 bytes of request line and headers, and throttles each route to the `$default`
+stage's `DefaultRouteSettings` within the account's 10,000 requests a second (bursts of 5,000). The
+gateway's own refusals carry API Gateway's `{"message": ...}` and the error envelope with a stable code
+(docs/api.md).
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from __future__ import annotations
 import base64
 import json
 import re
+import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote
@@ -22,6 +26,7 @@ from urllib.parse import parse_qsl, unquote
 from lambdas.common.errors import envelope, status_of
 from sluice import errors
 from sluice.constants import ROUTES, Route
+from sluice.local.template import ACCOUNT_THROTTLE, ThrottleLimits
 
 API_GATEWAY_PAYLOAD_BYTES = 10 * 1024 * 1024  # HTTP API's payload quota
 LAMBDA_REQUEST_LIMIT_BYTES = 6 * 1024 * 1024  # a synchronous Invoke's event
@@ -139,6 +144,7 @@ _MESSAGES = {
     400: "Bad Request",
     413: "Request Entity Too Large",
     414: "Request-URI Too Long",
+    429: "Too Many Requests",
     431: "Request Header Fields Too Large",
 }
 
@@ -162,3 +168,61 @@ def event_too_large(event: dict[str, Any]) -> bool:
 def response_too_large(response: Any) -> bool:
     """Whether Lambda would refuse to return this result (`Function.ResponseSizeTooLarge`)."""
     return len(json.dumps(response, separators=(",", ":")).encode()) > LAMBDA_RESPONSE_LIMIT_BYTES
+
+
+class TokenBucket:
+    """API Gateway's throttle: `burst` requests at once, then `rate` a second; it starts full. Locked:
+    the local server answers each connection on a thread of its own."""
+
+    def __init__(self, limits: ThrottleLimits, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limits = limits
+        self._clock = clock
+        self._tokens = float(limits.burst)
+        self._refilled_at = clock()
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        """Spend a token if one is left: whether the request may go on."""
+        with self._lock:
+            now = self._clock()
+            elapsed = now - self._refilled_at
+            self._tokens = min(float(self.limits.burst), self._tokens + elapsed * self.limits.rate)
+            self._refilled_at = now
+            if self._tokens < 1:
+                return False
+            self._tokens -= 1
+            return True
+
+
+class StageThrottle:
+    """What a routed request draws on: the account's bucket, which every request shares, then its own
+    route's. A stage's default route throttle applies to each route apart, as a REST API's default
+    method throttle does to each method; None: the stage sets none."""
+
+    def __init__(
+        self,
+        per_route: ThrottleLimits | None,
+        route_keys: Iterable[str],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._account = TokenBucket(ACCOUNT_THROTTLE, clock)
+        self._routes = {key: TokenBucket(per_route, clock) for key in route_keys} if per_route else {}
+
+    def refusing(self, route_key: str) -> ThrottleLimits | None:
+        """The limits a request to this route is over, or None: it goes on, and has spent its tokens."""
+        if not self._account.take():
+            return self._account.limits
+        route = self._routes.get(route_key)
+        if route is not None and not route.take():
+            return route.limits
+        return None
+
+
+def throttled(limits: ThrottleLimits) -> tuple[int, dict[str, str], bytes]:
+    """API Gateway's 429 for a request over a throttle, with the envelope and its code."""
+    return refusal(
+        errors.GatewayThrottled(
+            f"too many requests: over the API's throttle of {limits.rate:g} requests a second "
+            f"(bursts of {limits.burst}); retry after a pause"
+        )
+    )

@@ -248,6 +248,35 @@ def api_targets_from_template(template: dict[str, Any]) -> dict[str, ApiTarget]:
     return targets
 
 
+@dataclass(frozen=True)
+class ThrottleLimits:
+    """An API Gateway throttle: a token bucket of `burst` requests, refilled at `rate` a second."""
+
+    rate: float
+    burst: int
+
+
+# API Gateway's quota for every API of an account in one Region; a stage's own throttle lies within it.
+ACCOUNT_THROTTLE = ThrottleLimits(rate=10_000.0, burst=5_000)
+
+
+def stage_throttle_from_template(template: dict[str, Any]) -> ThrottleLimits | None:
+    """The `$default` stage's `DefaultRouteSettings` throttle, or None when it sets none (the account's
+    quota still applies). A limit it leaves out is the account's."""
+    for res in template.get("Resources", {}).values():
+        props = res.get("Properties", {})
+        if res.get("Type") != "AWS::ApiGatewayV2::Stage" or props.get("StageName") != "$default":
+            continue
+        settings = props.get("DefaultRouteSettings", {})
+        if "ThrottlingRateLimit" not in settings and "ThrottlingBurstLimit" not in settings:
+            return None
+        return ThrottleLimits(
+            rate=float(settings.get("ThrottlingRateLimit", ACCOUNT_THROTTLE.rate)),
+            burst=int(settings.get("ThrottlingBurstLimit", ACCOUNT_THROTTLE.burst)),
+        )
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sluice.local.template")
     sub = parser.add_subparsers(dest="command", required=True)

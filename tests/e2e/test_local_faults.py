@@ -4,6 +4,7 @@ replaced, the gateway refuses what API Gateway refuses (as JSON with a code), an
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -21,7 +22,12 @@ from sluice import errors
 from sluice.client import SluiceApiError, SluiceClient
 from sluice.local import gateway
 from sluice.local.runtime import LocalRuntime
-from sluice.local.template import api_targets_from_template, functions_from_template, load_template
+from sluice.local.template import (
+    ThrottleLimits,
+    api_targets_from_template,
+    functions_from_template,
+    load_template,
+)
 from sluice.local.workers import (
     FunctionConfig,
     FunctionOutOfMemory,
@@ -347,6 +353,7 @@ class _FakePool:
 def test_failed_invocations_answer_as_api_gateway(outcome, status, body):
     rt = LocalRuntime()
     rt.api_targets = api_targets_from_template(load_template())  # what `start` reads: the deployed routes
+    rt.throttle = gateway.StageThrottle(None, rt.api_targets)
     rt.pools = {c.FN_BROKER: _FakePool(outcome)}
     got_status, headers, data = rt.dispatch("GET", "/v1/queues", "", [], b"", "127.0.0.1")
     assert (got_status, json.loads(data)) == (status, body)
@@ -429,6 +436,88 @@ def test_a_100k_url_gets_414_json(runtime):
 def test_headers_over_api_gateway_quota_get_431_json(runtime):
     status, doc = raw(runtime, request_head("GET", "/v1/queues", {"X-Pad": "p" * 11_000}))
     assert status == 431 and doc["errors"][0]["code"] == errors.GatewayHeadersTooLarge.code
+
+
+# --- the stage throttle ----------------------------------------------------------------------------
+
+THROTTLE = ThrottleLimits(rate=5.0, burst=5)
+
+
+@pytest.fixture(scope="module")
+def throttled_runtime():
+    """A runtime whose stage throttles each route to 5 requests a second in bursts of 5, as the stack
+    synthesizes with `-c api_throttle_rate=5 -c api_throttle_burst=5` (the default template, changed
+    here to spare a synthesis)."""
+    template = copy.deepcopy(load_template())
+    (stage,) = (r for r in template["Resources"].values() if r["Type"] == "AWS::ApiGatewayV2::Stage")
+    stage["Properties"]["DefaultRouteSettings"].update(
+        ThrottlingRateLimit=THROTTLE.rate, ThrottlingBurstLimit=THROTTLE.burst
+    )
+    rt = LocalRuntime(
+        port=0,
+        admin_token=TOKEN,
+        stage="lfaults",
+        concurrency={c.FN_BROKER: 2, c.FN_CONSUMER: 1},
+        run_schedules=False,
+        ttl_sweep_seconds=None,
+        template=template,
+    )
+    rt.start()
+    yield rt
+    rt.stop()
+
+
+def send_raw(rt: LocalRuntime, queue: str, body: str) -> tuple[int, dict]:
+    """One send, never retried: (status, JSON body)."""
+    resp = urllib3.request(
+        "POST",
+        f"{rt.url}/v1/queues/{queue}/messages",
+        json={"messages": [{"body": body}]},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        retries=False,
+        timeout=30,  # the sends let through wait their turn at two containers
+    )
+    return resp.status, json.loads(resp.data)
+
+
+def test_a_burst_past_the_stage_throttle_gets_429_and_runs_nothing_until_the_bucket_refills(
+    throttled_runtime,
+):
+    rt = throttled_runtime
+    queue = f"thr-{uuid.uuid4().hex[:8]}"
+    client(rt).create_queue(queue)  # another route: its own bucket
+    answers: dict[str, tuple[int, dict]] = {}
+    at_once = threading.Barrier(4 * THROTTLE.burst)  # clients starting together, each on a connection
+
+    def send(body: str) -> None:
+        at_once.wait()
+        answers[body] = send_raw(rt, queue, body)
+
+    threads = [threading.Thread(target=send, args=(f"burst-{i}",)) for i in range(4 * THROTTLE.burst)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    sent = {body for body, (status, _) in answers.items() if status == 200}
+    refused = [doc for status, doc in answers.values() if status == 429]
+    assert len(sent) + len(refused) == len(threads), answers
+    assert THROTTLE.burst <= len(sent) <= THROTTLE.burst + THROTTLE.rate * elapsed, (len(sent), elapsed)
+    assert refused and all(
+        doc["message"] == "Too Many Requests" and doc["errors"][0]["code"] == errors.GatewayThrottled.code
+        for doc in refused
+    ), refused
+
+    SluiceClient(rt.url, TOKEN).send(queue, "retried")  # the bucket is still empty: the SDK tries again
+    time.sleep(THROTTLE.burst / THROTTLE.rate + 0.1)  # full again
+    refilled = [f"refilled-{i}" for i in range(THROTTLE.burst)]
+    assert [send_raw(rt, queue, body)[0] for body in refilled] == [200] * THROTTLE.burst
+    stored = []
+    while pulled := client(rt).pull(queue, batch_size=100, visibility_timeout_ms=60_000).messages:
+        stored += [m.body for m in pulled]
+        time.sleep(1 / THROTTLE.rate)
+    assert sorted(stored) == sorted([*sent, *refilled, "retried"])
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from sluice import constants as c
+from sluice.local.template import ThrottleLimits, stage_throttle_from_template
 from tests.infra.helpers import function_ids, of_type, refs
 
 pytestmark = pytest.mark.infra
@@ -75,6 +76,15 @@ def test_default_stage_throttles_and_logs_access(resources: dict[str, Any], stac
     (log_group_id,) = refs(props["AccessLogSettings"]["DestinationArn"])
     assert resources[log_group_id]["Type"] == "AWS::Logs::LogGroup"
     assert "$context.requestId" in props["AccessLogSettings"]["Format"]
+
+
+def test_the_local_gateway_reads_the_stage_throttle_the_stack_sets(
+    resources: dict[str, Any], stack: Any
+) -> None:
+    config = stack.config
+    assert stage_throttle_from_template({"Resources": resources}) == ThrottleLimits(
+        rate=config.api_throttle_rate, burst=config.api_throttle_burst
+    )
 
 
 def test_api_invoke_permissions_cover_only_this_api(resources: dict[str, Any]) -> None:
