@@ -90,7 +90,7 @@ def _front_door_verdict(million: dict[str, Any], sustained: float) -> str:
 
 
 def _refusals(refused: dict[str, float]) -> str:
-    by = {"GatewayThrottled": "by API Gateway (429)", "ExecutionRefused": "by Lambda (the gateway's 500)"}
+    by = {"TooManyRequests": "by API Gateway (429)", "ExecutionRefused": "by Lambda (the gateway's 500)"}
     return ", ".join(f"{n:,.0f} {by.get(k, k)}" for k, n in refused.items()) or "none"
 
 

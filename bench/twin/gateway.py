@@ -27,7 +27,7 @@ ACCOUNT_RPS = 10_000.0  # API Gateway's throttle quota per account and Region
 ACCOUNT_BURST = 5_000.0
 
 
-class GatewayThrottled(errors.Throttled):
+class TooManyRequests(errors.Throttled):
     """API Gateway's 429: a client backs off and sends again (the SDK retries a 429); Lambda never ran."""
 
 
@@ -71,6 +71,6 @@ class Gateway:
         self._bucket = TokenBucket(self.rps * self.scale, max(1.0, burst * self.scale))
 
     def admit(self, now: float) -> None:
-        """Let one request through, or raise `GatewayThrottled`."""
+        """Let one request through, or raise `TooManyRequests`."""
         if not self._bucket.take(now):
-            raise GatewayThrottled("API Gateway: Too Many Requests")
+            raise TooManyRequests("API Gateway: Too Many Requests")

@@ -40,7 +40,7 @@ from typing import Literal
 
 from bench.prices import LAMBDA_MEMORY_MB, Usage, billed_gb_seconds, on_demand_per_million
 from bench.twin.dynamo import Stats
-from bench.twin.gateway import Gateway, GatewayThrottled, TokenBucket
+from bench.twin.gateway import Gateway, TokenBucket, TooManyRequests
 from sluice import constants as c
 from sluice import errors
 
@@ -145,7 +145,7 @@ class Executions:
         if via_api and self.gateway is not None:
             try:
                 self.gateway.admit(self.clock())
-            except GatewayThrottled:
+            except TooManyRequests:
                 self.refused_by_gateway[function] += self._counting()
                 raise
         if self._full(function):

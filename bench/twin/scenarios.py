@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from bench.twin.gateway import ACCOUNT_RPS, Gateway, GatewayThrottled
+from bench.twin.gateway import ACCOUNT_RPS, Gateway, TooManyRequests
 from bench.twin.lambdas import ACCOUNT_CONCURRENCY, ExecutionRefused, Executions, consume_usd_per_million
 from bench.twin.world import COORDINATOR_FUNCTION, World, build, percentile
 from sluice import constants as c
@@ -121,7 +121,7 @@ class Brokers:
                     with self.lambdas.run(BROKER) if self.lambdas else contextlib.nullcontext():
                         publisher.publish(QUEUE, self.messages)
                 except (errors.Throttled, errors.DependencyUnavailable) as exc:
-                    if isinstance(exc, GatewayThrottled | ExecutionRefused):
+                    if isinstance(exc, TooManyRequests | ExecutionRefused):
                         self.timeline.refused[type(exc).__name__] += 1
                     # The Sluice SDK retries after the answer's Retry-After (sluice/client.py).
                     self.timeline.client_retries[int(sim.now)] += 1

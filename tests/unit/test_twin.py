@@ -24,7 +24,7 @@ from bench.twin.dynamo import (
     read_units,
     write_units,
 )
-from bench.twin.gateway import ACCOUNT_BURST, ACCOUNT_RPS, Gateway, GatewayThrottled
+from bench.twin.gateway import ACCOUNT_BURST, ACCOUNT_RPS, Gateway, TooManyRequests
 from bench.twin.lambdas import ExecutionRefused, Executions, Operation, handler_cpu_s
 from bench.twin.sim import Sim
 from bench.twin.world import TwinTable, build
@@ -442,7 +442,7 @@ def test_api_gateway_answers_429_past_its_bucket_and_lambda_never_runs():
 
     def calls(count: int) -> int:
         passed = 0
-        with contextlib.suppress(GatewayThrottled):
+        with contextlib.suppress(TooManyRequests):
             while passed < count:
                 with lambdas.run(c.FN_CONSUMER):
                     passed += 1
@@ -458,7 +458,7 @@ def test_api_gateway_answers_429_past_its_bucket_and_lambda_never_runs():
     raised = Gateway(rps=40_000)  # a raised quota keeps AWS's 2:1 ratio of rate to burst
     for _ in range(20_000):
         raised.admit(0.0)
-    with pytest.raises(GatewayThrottled):
+    with pytest.raises(TooManyRequests):
         raised.admit(0.0)
 
 
