@@ -19,12 +19,12 @@ sets it (sluice/local/gateway.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sluice import errors
-
-ACCOUNT_RPS = 10_000.0  # API Gateway's throttle quota per account and Region
-ACCOUNT_BURST = 5_000.0
+from sluice.local.gateway import TokenBucket
+from sluice.local.template import ACCOUNT_THROTTLE, ThrottleLimits
 
 
 class TooManyRequests(errors.Throttled):
@@ -32,45 +32,23 @@ class TooManyRequests(errors.Throttled):
 
 
 @dataclass
-class TokenBucket:
-    """`rate` tokens a second into a bucket of `capacity`, full at the start, refilled continuously."""
-
-    rate: float
-    capacity: float
-    tokens: float = field(init=False)
-    at: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.tokens = self.capacity
-
-    def available(self, now: float) -> bool:
-        self.tokens = min(self.capacity, self.tokens + (now - self.at) * self.rate)
-        self.at = now
-        return self.tokens >= 1.0
-
-    def take(self, now: float) -> bool:
-        if not self.available(now):
-            return False
-        self.tokens -= 1.0
-        return True
-
-
-@dataclass
 class Gateway:
-    """The account's request bucket. `rps`: its rate (a raised quota keeps AWS's 2:1 ratio of rate to
-    burst unless `burst` is given); `scale`: a sampled scenario runs that share of the load, so it gets
-    that share of the rate and the burst."""
+    """The account's request bucket (`sluice local`'s, on the scenario's virtual clock). `rps`: its
+    rate (a raised quota keeps AWS's 2:1 ratio of rate to burst unless `burst` is given); `scale`: a
+    sampled scenario runs that share of the load, so it gets that share of the rate and the burst."""
 
-    rps: float = ACCOUNT_RPS
+    clock: Callable[[], float]
+    rps: float = ACCOUNT_THROTTLE.rate
     burst: float | None = None
     scale: float = 1.0
     _bucket: TokenBucket = field(init=False)
 
     def __post_init__(self) -> None:
         burst = self.rps / 2 if self.burst is None else self.burst
-        self._bucket = TokenBucket(self.rps * self.scale, max(1.0, burst * self.scale))
+        limits = ThrottleLimits(self.rps * self.scale, max(1, round(burst * self.scale)))
+        self._bucket = TokenBucket(limits, self.clock)
 
-    def admit(self, now: float) -> None:
+    def admit(self) -> None:
         """Let one request through, or raise `TooManyRequests`."""
-        if not self._bucket.take(now):
+        if not self._bucket.take():
             raise TooManyRequests("API Gateway: Too Many Requests")

@@ -40,9 +40,11 @@ from typing import Literal
 
 from bench.prices import LAMBDA_MEMORY_MB, Usage, billed_gb_seconds, on_demand_per_million
 from bench.twin.dynamo import Stats
-from bench.twin.gateway import Gateway, TokenBucket, TooManyRequests
+from bench.twin.gateway import Gateway, TooManyRequests
 from sluice import constants as c
 from sluice import errors
+from sluice.local.gateway import TokenBucket
+from sluice.local.template import ThrottleLimits
 
 ACCOUNT_CONCURRENCY = 1_000  # Lambda's default per account and Region
 REQUESTS_PER_EXECUTION = 10  # the account's invocations a second: 10 x its concurrency quota
@@ -105,9 +107,9 @@ class Executions:
 
     def __post_init__(self) -> None:
         rate = REQUESTS_PER_EXECUTION * self.quota  # `quota` is already scaled
-        self._requests = TokenBucket(rate, max(1.0, rate))
+        self._requests = TokenBucket(ThrottleLimits(rate, max(1, round(rate))), self.clock)
         if self.gateway is None:
-            self.gateway = Gateway(scale=self.scale)
+            self.gateway = Gateway(self.clock, scale=self.scale)
 
     def _counting(self) -> bool:
         return self.window[0] <= self.clock() < self.window[1]
@@ -131,9 +133,10 @@ class Executions:
             return True
         bucket = self._scaling.get(function)
         if bucket is None:
-            capacity = max(1.0, NEW_ENVIRONMENTS * self.scale)
-            bucket = self._scaling[function] = TokenBucket(capacity / NEW_ENVIRONMENTS_S, capacity)
-        if not bucket.take(self.clock()):
+            capacity = max(1, round(NEW_ENVIRONMENTS * self.scale))
+            limits = ThrottleLimits(capacity / NEW_ENVIRONMENTS_S, capacity)
+            bucket = self._scaling[function] = TokenBucket(limits, self.clock)
+        if not bucket.take():
             return False
         self.environments[function] += 1
         return True
@@ -144,14 +147,14 @@ class Executions:
         the HTTP API (an asynchronous invocation, as the coordinator's, is not)."""
         if via_api and self.gateway is not None:
             try:
-                self.gateway.admit(self.clock())
+                self.gateway.admit()
             except TooManyRequests:
                 self.refused_by_gateway[function] += self._counting()
                 raise
         if self._full(function):
             self.refused[function] += self._counting()
             raise ExecutionRefused(f"Lambda: no concurrent execution left for {function}")
-        if not self._requests.take(self.clock()):
+        if not self._requests.take():
             self.refused[function] += self._counting()
             raise ExecutionRefused("Lambda: the account's requests a second are all taken")
         if not self._new_environment(function):

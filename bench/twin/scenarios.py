@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from bench.twin.gateway import ACCOUNT_RPS, Gateway, TooManyRequests
+from bench.twin.gateway import Gateway, TooManyRequests
 from bench.twin.lambdas import ACCOUNT_CONCURRENCY, ExecutionRefused, Executions, consume_usd_per_million
 from bench.twin.world import COORDINATOR_FUNCTION, World, build, percentile
 from sluice import constants as c
@@ -33,6 +33,7 @@ from sluice.engine import keys
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig
 from sluice.engine.scaling import ScalingPolicy
 from sluice.engine.store import ShardAddress
+from sluice.local.template import ACCOUNT_THROTTLE
 from sluice.models import OutgoingMessage, Queue
 
 BATCH = 100
@@ -231,7 +232,7 @@ def publish_load(
     fleet: int = 0,
     warm_s: float = 0.0,
     lambda_quota: int = ACCOUNT_CONCURRENCY,
-    api_rps: float = ACCOUNT_RPS,
+    api_rps: float = ACCOUNT_THROTTLE.rate,
 ) -> dict[str, Any]:
     """Offered load `rate(t)` msg/s on one unordered queue for `seconds` of virtual time. With
     `sample` < 1, that share of the load runs against partitions of that share of the capacity (and
@@ -254,7 +255,7 @@ def publish_load(
         world.sim.sleep,
         quota=max(1, round(lambda_quota * sample)),
         scale=sample,
-        gateway=_gateway(api_rps, sample),
+        gateway=_gateway(lambda: world.sim.now, api_rps, sample),
     )
     brokers = Brokers(world, _messages(), timeline, spread=bool(fleet), lambdas=lambdas)
     if fleet:
@@ -297,10 +298,10 @@ def publish_load(
     }
 
 
-def _gateway(api_rps: float, sample: float = 1.0) -> Gateway:
+def _gateway(clock: Callable[[], float], api_rps: float, sample: float = 1.0) -> Gateway:
     """API Gateway at an account quota of `api_rps` (AWS's default, or a raised one), the route
     throttle set to it (`bench.twin.gateway`)."""
-    return Gateway(api_rps, scale=sample)
+    return Gateway(clock, api_rps, scale=sample)
 
 
 def _fill(points: dict[int, int], n: int) -> list[int]:
@@ -330,7 +331,7 @@ def pull_load(
     reserved: Mapping[str, int] | None = None,
     memory_mb: Mapping[str, int] | None = None,
     stale_reads: bool = False,
-    api_rps: float = ACCOUNT_RPS,
+    api_rps: float = ACCOUNT_THROTTLE.rate,
 ) -> dict[str, Any]:
     """`pullers` closed-loop pull+ack consumers of one group against a seeded backlog: `warmup` virtual
     seconds for the lanes to widen, then `seconds` measured (statistics reset at the start).
@@ -379,7 +380,7 @@ def pull_load(
         quota=lambda_quota,
         reserved=reserved or {},
         memory_mb=memory_mb or {},
-        gateway=_gateway(api_rps),
+        gateway=_gateway(lambda: sim.now, api_rps),
     )
 
     def puller() -> None:

@@ -24,7 +24,7 @@ from bench.twin.dynamo import (
     read_units,
     write_units,
 )
-from bench.twin.gateway import ACCOUNT_BURST, ACCOUNT_RPS, Gateway, TooManyRequests
+from bench.twin.gateway import Gateway, TooManyRequests
 from bench.twin.lambdas import ExecutionRefused, Executions, Operation, handler_cpu_s
 from bench.twin.sim import Sim
 from bench.twin.world import TwinTable, build
@@ -34,6 +34,7 @@ from sluice.adapters import aws as aws_adapter
 from sluice.adapters import dynamo as dynamo_adapter
 from sluice.adapters.dynamo import ConditionFailed, Table
 from sluice.engine import keys
+from sluice.local.template import ACCOUNT_THROTTLE
 from sluice.models import OutgoingMessage
 
 ALLOCATE = "SET #n = if_not_exists(#n, :zero) + :count, #ts = :now ADD #cr :one"
@@ -438,7 +439,7 @@ def test_api_gateway_answers_429_past_its_bucket_and_lambda_never_runs():
     set to the same): 5,000 at one moment pass, the next is refused, a tenth of a second refills 1,000."""
     sim = Sim()
     lambdas = Executions(lambda: sim.now, sim.sleep, quota=100_000)  # Lambda's own quotas far away
-    assert (ACCOUNT_RPS, ACCOUNT_BURST) == (10_000, 5_000)
+    assert (ACCOUNT_THROTTLE.rate, ACCOUNT_THROTTLE.burst) == (10_000, 5_000)
 
     def calls(count: int) -> int:
         passed = 0
@@ -455,16 +456,16 @@ def test_api_gateway_answers_429_past_its_bucket_and_lambda_never_runs():
     assert calls(10_000) == 1_000
     with lambdas.run(c.FN_COORDINATOR, via_api=False):  # an asynchronous invocation: no gateway
         pass
-    raised = Gateway(rps=40_000)  # a raised quota keeps AWS's 2:1 ratio of rate to burst
+    raised = Gateway(lambda: 0.0, rps=40_000)  # a raised quota keeps AWS's 2:1 ratio of rate to burst
     for _ in range(20_000):
-        raised.admit(0.0)
+        raised.admit()
     with pytest.raises(TooManyRequests):
-        raised.admit(0.0)
+        raised.admit()
 
 
 def test_lambda_refuses_past_ten_requests_a_second_per_unit_of_quota_and_past_its_scaling_rate():
     sim = Sim()
-    lambdas = Executions(lambda: sim.now, sim.sleep, quota=10, gateway=Gateway(scale=100))
+    lambdas = Executions(lambda: sim.now, sim.sleep, quota=10, gateway=Gateway(lambda: sim.now, scale=100))
     done = 0
     with contextlib.suppress(ExecutionRefused):
         while done < 1_000:
@@ -474,7 +475,9 @@ def test_lambda_refuses_past_ten_requests_a_second_per_unit_of_quota_and_past_it
     assert lambdas.refused == {c.FN_CONSUMER: 1}
 
     sim = Sim()
-    lambdas = Executions(lambda: sim.now, sim.sleep, quota=100_000, gateway=Gateway(scale=100))
+    lambdas = Executions(
+        lambda: sim.now, sim.sleep, quota=100_000, gateway=Gateway(lambda: sim.now, scale=100)
+    )
     started: list[float] = []
 
     def call() -> None:
