@@ -4,6 +4,7 @@ replaced, the gateway refuses what API Gateway refuses (as JSON with a code), an
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -13,6 +14,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 import urllib3
@@ -43,8 +45,9 @@ pytestmark = pytest.mark.e2e
 TOKEN = "faults-e2e-token"
 
 
-@pytest.fixture(scope="module")
-def runtime():
+@contextlib.contextmanager
+def _started(template: dict | None = None) -> Iterator[LocalRuntime]:
+    """A runtime of two brokers and one consumer, without schedules (`template`: None, the stack's)."""
     rt = LocalRuntime(
         port=0,
         admin_token=TOKEN,
@@ -52,10 +55,19 @@ def runtime():
         concurrency={c.FN_BROKER: 2, c.FN_CONSUMER: 1},
         run_schedules=False,
         ttl_sweep_seconds=None,
+        template=template,
     )
     rt.start()
-    yield rt
-    rt.stop()
+    try:
+        yield rt
+    finally:
+        rt.stop()
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    with _started() as rt:
+        yield rt
 
 
 def client(rt: LocalRuntime) -> SluiceClient:
@@ -453,18 +465,8 @@ def throttled_runtime():
     stage["Properties"]["DefaultRouteSettings"].update(
         ThrottlingRateLimit=THROTTLE.rate, ThrottlingBurstLimit=THROTTLE.burst
     )
-    rt = LocalRuntime(
-        port=0,
-        admin_token=TOKEN,
-        stage="lfaults",
-        concurrency={c.FN_BROKER: 2, c.FN_CONSUMER: 1},
-        run_schedules=False,
-        ttl_sweep_seconds=None,
-        template=template,
-    )
-    rt.start()
-    yield rt
-    rt.stop()
+    with _started(template) as rt:
+        yield rt
 
 
 def send_raw(rt: LocalRuntime, queue: str, body: str) -> tuple[int, dict]:
