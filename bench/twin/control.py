@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from bench.twin.dynamo import TABLE_UNITS_PER_S
 from bench.twin.scenarios import BATCH, BODY_BYTES, publish_load
 from sluice.engine.scaling import WCU_BYTES, ScalingPolicy
 
@@ -213,8 +214,14 @@ def report(results: dict[str, dict[str, Any]]) -> str:
             f"{million['api_rps']:,.0f}; Lambda executions at most **{million['peak_executions']:,.0f}** "
             f"(quota {million['lambda_quota']:,}); sends refused and sent again: "
             f"{_refusals(million['refused'])}. The busiest shard table wrote "
-            f"**{million['peak_table_units'][1]:,.0f} units** in one second (quota 40,000)."
-            + _front_door_verdict(million, sustained),
+            f"**{million['peak_table_units'][1]:,.0f} units** in one second (quota {TABLE_UNITS_PER_S:,.0f})."
+            + _front_door_verdict(million, sustained)
+            + (
+                " The shard tables are at their quota too: past this rate the queue needs more of them "
+                "(`-c shard_table_count`, 4 by default) or a raised quota, not more shards."
+                if million["peak_table_units"][1] >= 0.95 * TABLE_UNITS_PER_S
+                else ""
+            ),
             "",
             f"What limits it: 256 shards x 1,000 WCU/s hold {limit:,.0f} msg/s of 100 x 200 B sends at 100 % of "
             f"every partition, {limit * ScalingPolicy().target_utilization:,.0f} at the policy's 70 % target; "
