@@ -32,6 +32,8 @@ from sluice.engine.backend import Backend
 from sluice.engine.clock import Clock
 from sluice.engine.invoker import Invoker
 from sluice.engine.store.dynamo import DynamoShardStore
+from sluice.local.gateway import TokenBucket
+from sluice.local.template import ThrottleLimits
 from sluice.models import Queue
 from sluice.service import Sluice
 from sluice.settings import Settings
@@ -49,6 +51,16 @@ SHARD_TABLES = 4
 # Both add transfer at 100 MB/s (a Lambda function's network, about).
 S3_STANDARD = Latency(median_s=0.030, sigma=0.52, rng=random.Random(3))
 S3_EXPRESS = Latency(median_s=0.005, sigma=0.35, rng=random.Random(3))
+# S3's request rates: "at least 3,500 PUT/COPY/POST/DELETE or 5,500 GET/HEAD requests per second per
+# partitioned Amazon S3 prefix" ("Best practices design patterns: optimizing Amazon S3 performance"),
+# past which it answers 503 SlowDown. The twin takes each key's directory as a prefix S3 has already
+# partitioned (S3 splits a prefix under sustained load, over minutes, answering SlowDown meanwhile: the
+# twin is optimistic there). The engine's S3 client retries a SlowDown as botocore does
+# (`RETRY_CONFIG`, 5 attempts).
+S3_WRITES_PER_PREFIX_S = 3_500
+S3_READS_PER_PREFIX_S = 5_500
+S3_ATTEMPTS = aws.RETRY_CONFIG.retries["max_attempts"]
+LIST_PAGE_KEYS = 1_000  # ListObjectsV2 answers at most 1,000 keys a request (MaxKeys)
 COORDINATOR_FUNCTION = "coordinator"
 FAIL_FAST_ATTEMPTS = aws.FAIL_FAST_CONFIG.retries["total_max_attempts"]
 KEYRING = json.dumps({"current_id": 1, "current": "twin-lease-key-" + "k" * 40})
@@ -73,11 +85,31 @@ class TwinTable(Table):
 
 
 class _S3Client:
-    def __init__(self, sim: Sim, latency: Latency = S3_STANDARD) -> None:
+    def __init__(self, sim: Sim, latency: Latency = S3_STANDARD, scale: float = 1.0) -> None:
         self.sim = sim
         self.latency = latency.fresh()
         self.objects: dict[str, bytes] = {}
         self.calls: list[tuple[str, float]] = []  # (operation, seconds waited)
+        self.scale = scale  # a sampled scenario's share of each prefix's request rates
+        self.prefixes: dict[tuple[str, bool], TokenBucket] = {}  # (prefix, writes?) -> its bucket
+        self.slowdowns = 0  # attempts S3 answered SlowDown
+        self.rng = random.Random(17)
+
+    def _admit(self, op: str, key: str, *, write: bool) -> None:
+        """A request on `key`'s prefix within S3's rate, after botocore's retries of a SlowDown."""
+        prefix = key.rpartition("/")[0]
+        bucket = self.prefixes.get((prefix, write))
+        if bucket is None:
+            rate = (S3_WRITES_PER_PREFIX_S if write else S3_READS_PER_PREFIX_S) * self.scale
+            limits = ThrottleLimits(rate, max(1, round(rate)))
+            bucket = self.prefixes[(prefix, write)] = TokenBucket(limits, lambda: self.sim.now)
+        for attempt in range(1, S3_ATTEMPTS + 1):
+            if bucket.take():
+                return
+            self.slowdowns += 1
+            if attempt < S3_ATTEMPTS:
+                self.sim.sleep(self.rng.random() * min(2 ** (attempt - 1), 20))
+        raise ClientError({"Error": {"Code": "SlowDown", "Message": "Please reduce your request rate."}}, op)
 
     def _wait(self, op: str, nbytes: int = 0) -> None:
         took = self.latency.sample(nbytes / 1024)
@@ -85,11 +117,13 @@ class _S3Client:
         self.sim.sleep(took)
 
     def put_object(self, Bucket: str, Key: str, Body: bytes, Tagging: str = "") -> dict:
+        self._admit("PutObject", Key, write=True)
         self._wait("PutObject", len(Body))
         self.objects[Key] = bytes(Body)
         return {}
 
     def get_object(self, Bucket: str, Key: str, Range: str = "") -> dict:
+        self._admit("GetObject", Key, write=False)
         data = self.objects.get(Key)
         if data is not None and Range:
             lo, hi = Range.removeprefix("bytes=").split("-")
@@ -100,11 +134,13 @@ class _S3Client:
         return {"Body": SimpleNamespace(read=lambda: data)}
 
     def delete_object(self, Bucket: str, Key: str) -> dict:
+        self._admit("DeleteObject", Key, write=True)
         self._wait("DeleteObject")
         self.objects.pop(Key, None)
         return {}
 
     def delete_objects(self, Bucket: str, Delete: dict) -> dict:
+        self._admit("DeleteObjects", Delete["Objects"][0]["Key"] if Delete["Objects"] else "", write=True)
         self._wait("DeleteObjects")
         for obj in Delete["Objects"]:
             self.objects.pop(obj["Key"], None)
@@ -113,10 +149,13 @@ class _S3Client:
     def get_paginator(self, _name: str) -> Any:
         objects = self.objects
 
-        def paginate(Bucket: str, Prefix: str, StartAfter: str = "") -> list[dict]:
-            self._wait("ListObjectsV2")
+        def paginate(Bucket: str, Prefix: str, StartAfter: str = "") -> Iterator[dict]:
+            """A page of at most 1,000 keys a request, as S3 lists them, fetched as the caller reads."""
             keys = [k for k in sorted(objects) if k.startswith(Prefix) and k > StartAfter]
-            return [{"Contents": [{"Key": k} for k in keys]}]
+            for first in range(0, len(keys) or 1, LIST_PAGE_KEYS):
+                self._admit("ListObjectsV2", Prefix, write=False)
+                self._wait("ListObjectsV2")
+                yield {"Contents": [{"Key": k} for k in keys[first : first + LIST_PAGE_KEYS]]}
 
         return SimpleNamespace(paginate=paginate)
 
@@ -186,7 +225,7 @@ def build(
         control=TwinTable(settings.control_table, dynamo),
         shard_tables=[TwinTable(name, dynamo) for name in settings.shard_tables],
         mirror=mirror,
-        bucket=TwinBucket(settings.segment_bucket, _S3Client(sim, s3_latency)),
+        bucket=TwinBucket(settings.segment_bucket, _S3Client(sim, s3_latency, scale=sample)),
         lease_secret=_Secret(),  # type: ignore[arg-type]
         clock=twin_clock(sim),
     )

@@ -27,7 +27,7 @@ from bench.twin.dynamo import (
 from bench.twin.gateway import Gateway, TooManyRequests
 from bench.twin.lambdas import ExecutionRefused, Executions, Operation, handler_cpu_s
 from bench.twin.sim import Sim
-from bench.twin.world import TwinTable, build
+from bench.twin.world import TwinBucket, TwinTable, _S3Client, build
 from sluice import constants as c
 from sluice import errors
 from sluice.adapters import aws as aws_adapter
@@ -199,6 +199,39 @@ def test_a_table_throttles_past_its_on_demand_quota_though_no_partition_is_hot()
             table.put({"pk": f"q{accepted % 30}", "sk": f"N#{accepted}", "d": body})
             accepted += 1
     assert accepted == 750
+
+
+def test_s3_slows_a_prefix_down_past_its_request_rate_and_lists_a_thousand_keys_a_page():
+    """3,500 writes a second per prefix (here a thousandth of it: 3.5, a bucket of 4): of 60 puts at one
+    moment, those past what botocore's 5 attempts wait out answer SlowDown, which the adapter maps to a
+    throttle; another prefix, and reads, have buckets of their own."""
+    sim = Sim()
+    client = _S3Client(sim, scale=0.001)
+    bucket = TwinBucket("b", client)
+    outcomes: Counter[str] = Counter()
+
+    def put(i: int) -> None:
+        try:
+            bucket.put(f"hot/{i}", b"x")
+            outcomes["stored"] += 1
+        except errors.Throttled:
+            outcomes["slowed down"] += 1
+
+    for i in range(60):
+        sim.spawn(f"put-{i}", partial(put, i), at=0.0)
+    sim.run_until(60.0)
+    assert outcomes["slowed down"] > 0 and client.slowdowns > outcomes["slowed down"]  # retried first
+    assert 4 <= outcomes["stored"] <= 4 + 3.5 * 16  # the bucket, and what refills over the retries' waits
+    assert len([k for k in client.objects if k.startswith("hot/")]) == outcomes["stored"]
+
+    sim.spawn("cold", lambda: bucket.put("cold/0", b"y"), at=sim.now)
+    sim.run_until(sim.now + 1.0)
+    assert "cold/0" in client.objects  # its own prefix: untouched by the hot one
+
+    big = _S3Client(Sim())
+    big.objects = {f"p/{i:05d}": b"" for i in range(2_500)}
+    pages = list(big.get_paginator("list_objects_v2").paginate(Bucket="b", Prefix="p/"))
+    assert [len(page["Contents"]) for page in pages] == [1_000, 1_000, 500]
 
 
 def test_real_publish_pull_ack_round_trip_in_virtual_time():
