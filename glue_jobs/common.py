@@ -29,8 +29,14 @@ OUTPUT_COLUMNS = (
     "partition_key string, timestamp_ms bigint, attempts int"
 )
 # Contention on one shard's group state: 409 "a concurrent change won" and 429 "too many consumers
-# on this shard" (after the SDK's own retries) both mean "back off and pull again" (docs/api.md).
+# on this shard" (after the SDK's own retries) both mean "back off and pull again" (docs/api.md); so
+# does any answer the SDK calls transient (API Gateway's 429 past its quota, a 503): `backs_off`.
 CONTENTION_CODES = frozenset({10115, 10429})
+
+
+def backs_off(exc: Any) -> bool:
+    """Whether a `SluiceApiError` means "pause and go again" rather than a failure of the request."""
+    return exc.code in CONTENTION_CODES or exc.transient
 
 
 # --- session ---------------------------------------------------------------------------------
@@ -131,7 +137,8 @@ def sigv4_auth(region: str | None) -> Any:
 
 
 def call_with_conflict_retry(fn: Any, *args: Any, attempts: int = 30, **kwargs: Any) -> Any:
-    """Retry contention answers (pullers racing on one shard's state): see CONTENTION_CODES."""
+    """Retry contention and throttling answers (pullers racing on one shard's state, a busy front
+    door): see `backs_off`."""
     import random
 
     from sluice.client import SluiceApiError
@@ -140,7 +147,7 @@ def call_with_conflict_retry(fn: Any, *args: Any, attempts: int = 30, **kwargs: 
         try:
             return fn(*args, **kwargs)
         except SluiceApiError as exc:
-            if exc.code not in CONTENTION_CODES or attempt == attempts - 1:
+            if not backs_off(exc) or attempt == attempts - 1:
                 raise
             time.sleep(random.uniform(0.01, 0.05 * 2 ** min(attempt, 5)))
     raise AssertionError("unreachable")

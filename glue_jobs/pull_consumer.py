@@ -71,9 +71,9 @@ if __package__ in (None, ""):  # run as a script from the repo; on Glue/spark-su
 
 from glue_jobs.arguments import ArgumentError, check, parse_args
 from glue_jobs.common import (
-    CONTENTION_CODES,
     OUTPUT_COLUMNS,
     ApiConfig,
+    backs_off,
     body_text,
     call_with_conflict_retry,
     configure_logging,
@@ -194,9 +194,9 @@ def _pull_task(
                         consumer_group=group,
                     )
                 except SluiceApiError as exc:
-                    if exc.code not in CONTENTION_CODES:
+                    if not backs_off(exc):
                         raise
-                    conflicts += 1  # another puller committed this shard's state first
+                    conflicts += 1  # another puller committed this shard's state first, or a throttle
                     time.sleep(0.02 * min(conflicts, 10))
                     if conflicts > 200:
                         raise

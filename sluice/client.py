@@ -41,6 +41,14 @@ class SluiceApiError(Exception):
         self.code = code
         self.message = message
 
+    @property
+    def transient(self) -> bool:
+        """The answer asks for a pause, not a change: a throttle (429: a handler's, or API Gateway's
+        past its quota), a moment's unavailability (502, 503, 504), or API Gateway's own 500 (no code: a
+        function that crashed, or Lambda past its concurrency). A repeatable request may go again; the
+        SDK's own retries already did, so this is for loops that run on (`iterate`, a Spark puller)."""
+        return self.status in RETRYABLE_STATUS or (self.status == 500 and self.code is None)
+
 
 @dataclass
 class Message:
@@ -274,16 +282,28 @@ class SluiceClient:
         answer (every shard read) with nothing available and nothing in flight. An empty answer alone is
         not enough: messages leased by another consumer come back when their lease runs out.
         A message whose processing raises is not acked, so it comes back after its visibility timeout.
+        A pull still throttled after the SDK's retries (`SluiceApiError.transient`) is tried again after
+        a pause, its acks kept for it: a consumer outlives a busy front door instead of dying with the
+        acks of the batch it finished.
         """
         done: list[str] | None = None
+        paused = 0
         while True:
-            result = self.pull(
-                queue,
-                batch_size=batch_size,
-                wait_time_ms=wait_time_ms,
-                consumer_group=consumer_group,
-                acks=done,
-            )
+            try:
+                result = self.pull(
+                    queue,
+                    batch_size=batch_size,
+                    wait_time_ms=wait_time_ms,
+                    consumer_group=consumer_group,
+                    acks=done,
+                )
+            except SluiceApiError as exc:
+                if not exc.transient:
+                    raise
+                paused += 1
+                time.sleep(_backoff(min(paused, self._max_attempts)))
+                continue
+            paused = 0
             done = None
             if not result.messages:
                 if stop_when_empty and result.drained:

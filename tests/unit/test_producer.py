@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sluice.client import SluiceClient
+from sluice.client import SluiceApiError, SluiceClient
 from sluice.producer import BatchingProducer
 
 
@@ -143,6 +143,50 @@ def test_iterate_acks_each_batch_on_the_next_pull():
         ("pull", [{"lease_id": "a"}, {"lease_id": "b"}]),
         ("pull", [{"lease_id": "c"}]),  # the last batch's acks ride on the pull that finds nothing
     ]
+
+
+class ThrottledClient(RecordingClient):
+    """Pulls that fail as they would after the SDK's own retries, before the script's answers."""
+
+    def __init__(self, pulls: list[list[str]], failures: dict[int, SluiceApiError]) -> None:
+        super().__init__(pulls)
+        self.failures = failures  # request number -> the error it raises
+
+    def request(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
+        failure = self.failures.pop(len(self.requests), None)
+        if failure is not None:
+            self.requests.append(("refused", body))
+            raise failure
+        return super().request(method, path, body, **kwargs)
+
+
+def test_iterate_outlives_throttles_and_keeps_the_acks_for_the_next_pull(monkeypatch):
+    monkeypatch.setattr("sluice.client.time.sleep", lambda _s: None)
+    busy = SluiceApiError(429, None, "Too Many Requests")  # API Gateway past its quota: no code
+    client = ThrottledClient([["a"], ["b"]], {1: busy, 2: busy, 4: SluiceApiError(503, 10503, "busy")})
+    assert [m.body for m in client.iterate("q", batch_size=1)] == ["a", "b"]
+    acks = [(path, body.get("acks")) for path, body in client.requests]
+    assert acks == [
+        ("pull", None),
+        ("refused", [{"lease_id": "a"}]),
+        ("refused", [{"lease_id": "a"}]),
+        ("pull", [{"lease_id": "a"}]),  # a's ack went again with the pull that got through
+        ("refused", [{"lease_id": "b"}]),
+        ("pull", [{"lease_id": "b"}]),
+    ]
+    gone = ThrottledClient([["a"]], {1: SluiceApiError(404, 10200, "queue not found")})
+    with pytest.raises(SluiceApiError, match="404"):
+        list(gone.iterate("q", batch_size=1))
+
+
+def test_which_answers_are_transient():
+    assert SluiceApiError(429, 10429, "shard busy").transient
+    assert SluiceApiError(429, None, "Too Many Requests").transient
+    assert SluiceApiError(503, None, "Service Unavailable").transient
+    assert SluiceApiError(500, None, "Internal Server Error").transient  # the gateway's own
+    assert not SluiceApiError(500, 10000, "a handler's bug").transient
+    assert not SluiceApiError(409, 10115, "a concurrent change won").transient
+    assert not SluiceApiError(400, 10100, "bad request").transient
 
 
 def test_pull_reports_the_carried_acks():

@@ -9,10 +9,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from glue_jobs.arguments import ArgumentError, parse_args
-from glue_jobs.common import SegmentObject, plan_segment_tasks, sigv4_auth
+from glue_jobs.common import (
+    SegmentObject,
+    backs_off,
+    call_with_conflict_retry,
+    plan_segment_tasks,
+    sigv4_auth,
+)
 from glue_jobs.pull_consumer import PullArgs, round_backlog
 from glue_jobs.segment_reader import ReaderArgs
-from sluice.client import SluiceClient
+from sluice.client import SluiceApiError, SluiceClient
 from sluice.segmentformat import segment_key
 
 PULL = ["--url", "https://a", "--queue", "orders", "--output", "s3://o/", "--token", "t"]
@@ -150,3 +156,25 @@ def test_the_sdk_signs_every_request_with_the_auth_hook(monkeypatch):
     auth = seen[0]["Authorization"]
     assert auth.startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/") and "/eu-west-1/execute-api/" in auth
     assert "X-Amz-Date" in seen[0] and "Bearer" not in auth
+
+
+def test_a_puller_backs_off_from_contention_and_from_a_busy_front_door(monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda _s: None)
+    answers = [
+        SluiceApiError(409, 10115, "a concurrent change won"),
+        SluiceApiError(429, None, "Too Many Requests"),  # API Gateway past its quota, after the SDK's retries
+        "acked",
+    ]
+
+    def ack() -> str:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert call_with_conflict_retry(ack) == "acked"
+    assert backs_off(SluiceApiError(503, None, "Service Unavailable"))
+    assert not backs_off(SluiceApiError(404, 10200, "queue not found"))
+    answers[:] = [SluiceApiError(404, 10200, "queue not found"), "never reached"]
+    with pytest.raises(SluiceApiError, match="404"):
+        call_with_conflict_retry(ack)  # a failure of the request: no second try
