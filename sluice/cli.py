@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -283,7 +284,10 @@ def cmd_drain(args: argparse.Namespace) -> None:
     """Pull and ack until the group is drained (an exact answer: nothing available, nothing in flight;
     or --max messages), with a progress bar: for clearing a queue while keeping what was in it
     (--output file, NDJSON), unlike purge. Each batch's acks ride on the next pull (one request and one
-    state write for both); a run that dies leaves its last batch to come back after its lease."""
+    state write for both); a run that dies leaves its last batch to come back after its lease, and a
+    pull still throttled after the SDK's retries is tried again a second later."""
+    from sluice.client import SluiceApiError
+
     client = _client(args)
     out = open(args.output, "w", encoding="utf-8") if args.output else None  # noqa: SIM115
     drained = 0
@@ -293,9 +297,15 @@ def cmd_drain(args: argparse.Namespace) -> None:
             while args.max is None or drained < args.max:
                 want = args.batch_size if args.max is None else min(args.batch_size, args.max - drained)
                 acks = written or None
-                result = client.pull(
-                    args.queue, batch_size=want, wait_time_ms=1000, consumer_group=args.group, acks=acks
-                )
+                try:
+                    result = client.pull(
+                        args.queue, batch_size=want, wait_time_ms=1000, consumer_group=args.group, acks=acks
+                    )
+                except SluiceApiError as exc:
+                    if not exc.transient:
+                        raise
+                    time.sleep(1.0)  # still throttled after the SDK's retries: the acks wait for the next
+                    continue
                 written = []
                 if result.drained:
                     break  # an exact answer: nothing available, nothing in flight
