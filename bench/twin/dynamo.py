@@ -25,7 +25,7 @@ Model, per call (each documented where it comes from):
   BatchGetItem returns throttled keys as UnprocessedKeys and raises only when no key could be read
   (DynamoDB's documented BatchGetItem behaviour).
 - The SDK's retries are modelled as botocore's standard mode does them for the engine's config
-  (`max_attempts=5`): a throttled attempt is retried after rand(0,1) x 2^(attempt-1) s
+  (6 attempts in all): a throttled attempt is retried after rand(0,1) x 2^(attempt-1) s
   (botocore/retries/standard.py, `ExponentialBackoff`, throttling base scale 1). Adaptive mode's
   client-side rate limiter is not modelled.
 - A table in another region than the calling actor adds one inter-region round trip per attempt
@@ -70,10 +70,11 @@ from bench.twin import expr
 from bench.twin.network import Network
 from bench.twin.sim import Sim
 from bench.units import item_size
+from sluice.adapters import aws
 
 WCU_PER_S = 1000.0
 RCU_PER_S = 3000.0
-MAX_ATTEMPTS = 5
+MAX_ATTEMPTS = aws.RETRY_CONFIG.retries["total_max_attempts"]
 STALE_SHARE = 1 / 3  # eventually consistent reads answered by the copy a write did not wait for
 STALE_MAX_S = 1.0  # how far behind that copy may be ("usually ... within a second"): `stale_max_s` when on
 TABLE_UNITS_PER_S = 40_000.0  # an on-demand table's default quota, read and write each

@@ -56,10 +56,10 @@ S3_EXPRESS = Latency(median_s=0.005, sigma=0.35, rng=random.Random(3))
 # past which it answers 503 SlowDown. The twin takes each key's directory as a prefix S3 has already
 # partitioned (S3 splits a prefix under sustained load, over minutes, answering SlowDown meanwhile: the
 # twin is optimistic there). The engine's S3 client retries a SlowDown as botocore does
-# (`RETRY_CONFIG`, 5 attempts).
+# (`RETRY_CONFIG`, 6 attempts).
 S3_WRITES_PER_PREFIX_S = 3_500
 S3_READS_PER_PREFIX_S = 5_500
-S3_ATTEMPTS = aws.RETRY_CONFIG.retries["max_attempts"]
+S3_ATTEMPTS = aws.RETRY_CONFIG.retries["total_max_attempts"]
 LIST_PAGE_KEYS = 1_000  # ListObjectsV2 answers at most 1,000 keys a request (MaxKeys)
 COORDINATOR_FUNCTION = "coordinator"
 FAIL_FAST_ATTEMPTS = aws.FAIL_FAST_CONFIG.retries["total_max_attempts"]

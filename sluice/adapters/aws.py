@@ -20,8 +20,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sluice import errors
 
 # Adaptive retries smooth DynamoDB throttling; timeouts stay short so a Lambda never hangs on one call.
+# Six attempts in all (the first and five retries), said as botocore keeps it: a client built with
+# `max_attempts` rewrites the shared config's dict to `total_max_attempts`, so readers of the key broke
+# depending on whether a client had been built first.
 RETRY_CONFIG = Config(
-    retries={"max_attempts": 5, "mode": "adaptive"},
+    retries={"total_max_attempts": 6, "mode": "adaptive"},
     connect_timeout=2,
     read_timeout=10,
     max_pool_connections=50,

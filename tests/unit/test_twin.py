@@ -203,7 +203,7 @@ def test_a_table_throttles_past_its_on_demand_quota_though_no_partition_is_hot()
 
 def test_s3_slows_a_prefix_down_past_its_request_rate_and_lists_a_thousand_keys_a_page():
     """3,500 writes a second per prefix (here a thousandth of it: 3.5, a bucket of 4): of 60 puts at one
-    moment, those past what botocore's 5 attempts wait out answer SlowDown, which the adapter maps to a
+    moment, those past what botocore's 6 attempts wait out answer SlowDown, which the adapter maps to a
     throttle; another prefix, and reads, have buckets of their own."""
     sim = Sim()
     client = _S3Client(sim, scale=0.001)
