@@ -559,6 +559,11 @@ class Consumer:
                 glanced = self.planner.glance_stripe(pull.queue, shard, pull.group, place[1], seen, fail_fast)
                 if glanced is not None and self._read_held(pull, glanced):
                     continue  # the glance shows it held: no consistent read
+                if glanced is not None and not glanced.figures(self.clock()).available:
+                    # Nothing to take moments ago: no consistent read either. The survey of every lane
+                    # after the walk decides (a later poll's, for a patient one whose answer is an
+                    # estimate already). A walk over a striped queue at rest read each lane twice.
+                    continue
                 view = self.planner.lane(
                     pull.queue, shard, pull.group, place[1], fail_fast=fail_fast, seen=seen
                 )

@@ -464,7 +464,8 @@ class PullPlanner:
         reads is held; None for a lane that is not a stripe of `seen`. A state moments old only
         understates a hold (a later one has a later commit and has read further), so a lane it shows
         held (`Busy.held`, against the survey's HEAD, as the consistent read of it does) was held; one it
-        shows free is read again, consistently, before anything is taken from it or proved by it."""
+        shows free with something to take is read again, consistently, before anything is taken from it
+        or proved by it (one with nothing is left to the survey of every lane)."""
         cursor = seen.groups[group].cursor if seen is not None else None
         if seen is None or cursor is None or not cursor.stripe or lane == 0:
             return None
