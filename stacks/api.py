@@ -9,6 +9,8 @@ the API invokes: in the stack, each function's SnapStart alias (`FunctionFactory
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import jsii
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
@@ -58,6 +60,7 @@ class HttpApi(Construct):
         throttle_rate: float,
         throttle_burst: int,
         log_retention_days: int,
+        route_throttles: Mapping[str, tuple[float, int]] | None = None,
         retain_logs: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -98,6 +101,7 @@ class HttpApi(Construct):
                 integration=self.integrations[route.function],
             )
             self.routes[(route.method, route.path)] = created
+        self._throttle_apart(route_throttles or {})
         NagSuppressions.add_resource_suppressions(
             self.api,
             [
@@ -110,6 +114,22 @@ class HttpApi(Construct):
             ],
             apply_to_children=True,
         )
+
+    def _throttle_apart(self, route_throttles: Mapping[str, tuple[float, int]]) -> None:
+        """The stage's `RouteSettings` for routes throttled apart from its default (the L2 stage has no
+        property for them). API Gateway refuses a stage naming a route key it does not have yet, so the
+        stage waits for those routes."""
+        if not route_throttles:
+            return
+        stage = self.stage.node.default_child
+        assert isinstance(stage, apigwv2.CfnStage)
+        stage.route_settings = {
+            key: {"ThrottlingRateLimit": rate, "ThrottlingBurstLimit": burst}
+            for key, (rate, burst) in route_throttles.items()
+        }
+        by_key = {f"{method} {path}": route for (method, path), route in self.routes.items()}
+        for key in route_throttles:
+            self.stage.node.add_dependency(by_key[key])
 
     @property
     def url(self) -> str:

@@ -39,6 +39,10 @@ class SluiceConfig:
     log_retention_days: int = 30
     api_throttle_rate: float = 1000.0  # steady-state requests per second on the $default stage
     api_throttle_burst: int = 2000
+    # Routes throttled apart from the stage's default: comma-separated `<METHOD> <path>=<rate>:<burst>`
+    # with route keys as `constants.ROUTES` has them, e.g. `POST /=5000:5000` for the SQS face, whose
+    # every action is one route, or the pull route for many pullers (docs/deploy.md).
+    api_route_throttles: str = ""
     # Alarms.
     alarm_oldest_message_age_seconds: float = 900.0
     alarm_lambda_errors: int = 5  # errors per function per 5 minutes
@@ -115,6 +119,7 @@ class SluiceConfig:
             raise ValueError("log_retention_days must be positive")
         if not 1 <= self.coordinator_tick_seconds <= c.COORDINATOR_SCHEDULE_MINUTES * 60 / 2:
             raise ValueError("coordinator_tick_seconds must be 1..half the schedule's period")
+        _route_throttles(self.api_route_throttles)  # a bad entry fails synth with its reason
         for fn, reserved in self.reserved_concurrency.items():
             if reserved < 0:
                 raise ValueError(f"{fn}_reserved_concurrency must be 0 (none) or more")
@@ -166,6 +171,11 @@ class SluiceConfig:
         return [r.strip() for r in self.regions.split(",") if r.strip()]
 
     @property
+    def route_throttles(self) -> dict[str, tuple[float, int]]:
+        """Route key -> (rate, burst) for the routes `api_route_throttles` throttles apart."""
+        return _route_throttles(self.api_route_throttles)
+
+    @property
     def reserved_concurrency(self) -> dict[str, int]:
         """Function name -> executions reserved for it, for the functions that have some."""
         wanted = {
@@ -186,6 +196,27 @@ class SluiceConfig:
     def push_lambda_target_list(self) -> list[str]:
         raw = self.push_lambda_targets.replace("{stage}", self.stage)
         return [t.strip() for t in raw.split(",") if t.strip()]
+
+
+def _route_throttles(raw: str) -> dict[str, tuple[float, int]]:
+    keys = {route.route_key for route in c.ROUTES}
+    out: dict[str, tuple[float, int]] = {}
+    for entry in filter(None, (e.strip() for e in raw.split(","))):
+        key, _, limits = entry.rpartition("=")
+        key, (rate, _, burst) = " ".join(key.split()), limits.partition(":")
+        where = f"api_route_throttles entry {entry!r}"
+        if key not in keys:
+            raise ValueError(
+                f"{where}: {key!r} is not a route; use `<METHOD> <path>` as constants.ROUTES lists them "
+                "(e.g. `POST /` for the SQS face)"
+            )
+        try:
+            out[key] = (float(rate), int(burst))
+        except ValueError:
+            raise ValueError(f"{where}: use `<METHOD> <path>=<rate>:<burst>`") from None
+        if out[key][0] <= 0 or out[key][1] < 0:
+            raise ValueError(f"{where}: the rate must be positive and the burst 0 or more")
+    return out
 
 
 def _coerce(raw: Any, typ: type) -> Any:

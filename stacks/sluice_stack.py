@@ -125,6 +125,7 @@ class SluiceStack(Stack):
             functions=factory.api_targets(),
             throttle_rate=config.api_throttle_rate,
             throttle_burst=config.api_throttle_burst,
+            route_throttles=config.route_throttles,
             log_retention_days=config.log_retention_days,
             retain_logs=config.retain_data,
         )

@@ -18,7 +18,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote
@@ -197,16 +197,19 @@ class TokenBucket:
 class StageThrottle:
     """What a routed request draws on: the account's bucket, which every request shares, then its own
     route's. A stage's default route throttle applies to each route apart, as a REST API's default
-    method throttle does to each method; None: the stage sets none."""
+    method throttle does to each method; None: the stage sets none. `apart`: routes with limits of
+    their own (the stage's `RouteSettings`), in place of the default."""
 
     def __init__(
         self,
         per_route: ThrottleLimits | None,
         route_keys: Iterable[str],
         clock: Callable[[], float] = time.monotonic,
+        apart: Mapping[str, ThrottleLimits] | None = None,
     ) -> None:
         self._account = TokenBucket(ACCOUNT_THROTTLE, clock)
-        self._routes = {key: TokenBucket(per_route, clock) for key in route_keys} if per_route else {}
+        limits = {key: per_route for key in route_keys if per_route} | dict(apart or {})
+        self._routes = {key: TokenBucket(route_limits, clock) for key, route_limits in limits.items()}
 
     def refusing(self, route_key: str) -> ThrottleLimits | None:
         """The limits a request to this route is over, or None: it goes on, and has spent its tokens."""

@@ -39,6 +39,7 @@ from sluice.local.template import (
     functions_from_template,
     load_template,
     max_event_ages_from_template,
+    route_throttles_from_template,
     stage_throttle_from_template,
 )
 from sluice.local.workers import (
@@ -132,7 +133,11 @@ class LocalRuntime:
         self.api_targets: dict[str, ApiTarget] = api_targets_from_template(template)
         self.max_event_ages = max_event_ages_from_template(template)
         self.aliases = {target.function: target.alias for target in self.api_targets.values()}
-        self.throttle = gateway.StageThrottle(stage_throttle_from_template(template), self.api_targets)
+        self.throttle = gateway.StageThrottle(
+            stage_throttle_from_template(template),
+            self.api_targets,
+            apart=route_throttles_from_template(template),
+        )
         self.settings: Settings = self.provisioned or provision(endpoint, self.stage, template=template)
         engine = Sluice.from_settings(self.settings)
         if self.admin_token:

@@ -277,6 +277,25 @@ def stage_throttle_from_template(template: dict[str, Any]) -> ThrottleLimits | N
     return None
 
 
+def route_throttles_from_template(template: dict[str, Any]) -> dict[str, ThrottleLimits]:
+    """The `$default` stage's `RouteSettings` throttles, by route key: routes throttled apart from its
+    default (a limit a route leaves out is the default route settings', else the account's)."""
+    default = stage_throttle_from_template(template) or ACCOUNT_THROTTLE
+    for res in template.get("Resources", {}).values():
+        props = res.get("Properties", {})
+        if res.get("Type") != "AWS::ApiGatewayV2::Stage" or props.get("StageName") != "$default":
+            continue
+        return {
+            key: ThrottleLimits(
+                rate=float(settings.get("ThrottlingRateLimit", default.rate)),
+                burst=int(settings.get("ThrottlingBurstLimit", default.burst)),
+            )
+            for key, settings in props.get("RouteSettings", {}).items()
+            if "ThrottlingRateLimit" in settings or "ThrottlingBurstLimit" in settings
+        }
+    return {}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sluice.local.template")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -453,18 +453,23 @@ def test_headers_over_api_gateway_quota_get_431_json(runtime):
 # --- the stage throttle ----------------------------------------------------------------------------
 
 THROTTLE = ThrottleLimits(rate=5.0, burst=5)
+SQS_ROUTE, SQS_THROTTLE = "POST /", ThrottleLimits(rate=0.01, burst=1)  # the SQS face's one route
 
 
 @pytest.fixture(scope="module")
 def throttled_runtime():
-    """A runtime whose stage throttles each route to 5 requests a second in bursts of 5, as the stack
-    synthesizes with `-c api_throttle_rate=5 -c api_throttle_burst=5` (the default template, changed
+    """A runtime whose stage throttles each route to 5 requests a second in bursts of 5, and the SQS
+    face's route apart to one every 100 s, as the stack synthesizes with `-c api_throttle_rate=5
+    -c api_throttle_burst=5 -c api_route_throttles='POST /=0.01:1'` (the default template, changed
     here to spare a synthesis)."""
     template = copy.deepcopy(load_template())
     (stage,) = (r for r in template["Resources"].values() if r["Type"] == "AWS::ApiGatewayV2::Stage")
     stage["Properties"]["DefaultRouteSettings"].update(
         ThrottlingRateLimit=THROTTLE.rate, ThrottlingBurstLimit=THROTTLE.burst
     )
+    stage["Properties"]["RouteSettings"] = {
+        SQS_ROUTE: {"ThrottlingRateLimit": SQS_THROTTLE.rate, "ThrottlingBurstLimit": SQS_THROTTLE.burst}
+    }
     with _started(template) as rt:
         yield rt
 
@@ -480,6 +485,26 @@ def send_raw(rt: LocalRuntime, queue: str, body: str) -> tuple[int, dict]:
         timeout=30,  # the sends let through wait their turn at two containers
     )
     return resp.status, json.loads(resp.data)
+
+
+def test_a_route_throttled_apart_refuses_past_its_own_limits(throttled_runtime):
+    """`POST /` (every SQS action) at one request every 100 s, in bursts of 1: of three requests in a
+    row the first goes on (the face answers it, here for want of a signature) and the others get the
+    gateway's 429; the stage's other routes keep their own buckets of 5."""
+    rt = throttled_runtime
+    statuses = [
+        urllib3.request(
+            "POST",
+            f"{rt.url}/",
+            body=b"{}",
+            headers={"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.ListQueues"},
+            retries=False,
+            timeout=30,
+        ).status
+        for _ in range(3)
+    ]
+    assert statuses[0] != 429 and statuses[1:] == [429, 429], statuses
+    assert client(rt).list_queues() is not None  # another route, another bucket
 
 
 def test_a_burst_past_the_stage_throttle_gets_429_and_runs_nothing_until_the_bucket_refills(

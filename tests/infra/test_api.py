@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from sluice import constants as c
-from sluice.local.template import ThrottleLimits, stage_throttle_from_template
+from sluice.local.template import ThrottleLimits, route_throttles_from_template, stage_throttle_from_template
 from tests.infra.helpers import function_ids, of_type, refs
 
 pytestmark = pytest.mark.infra
@@ -38,18 +38,13 @@ def test_no_route_outside_constants(resources: dict[str, Any]) -> None:
     assert defined == {f"{r.method} {r.path}" for r in c.ROUTES}
 
 
-def test_greedy_and_appended_routes_are_generated(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Routes appended to ROUTES later (greedy paths included) need no stack change."""
+def _api_alone(route_throttles: dict[str, tuple[float, int]] | None = None) -> tuple[Any, Any]:
+    """An `HttpApi` in a stack of its own, over stand-in functions: (stack, api)."""
     import aws_cdk as cdk
     from aws_cdk import aws_lambda as lambda_
 
     from stacks.api import HttpApi
 
-    extra = (
-        c.Route("POST", "/v1/appended/{rest+}", c.FN_BROKER, (c.WRITE,)),
-        c.Route("GET", "/v1/appended/{rest+}", c.FN_CONSUMER, (c.READ,)),
-    )
-    monkeypatch.setattr(c, "ROUTES", c.ROUTES + extra)
     stack = cdk.Stack(cdk.App())
     fns = {
         name: lambda_.Function(
@@ -62,8 +57,26 @@ def test_greedy_and_appended_routes_are_generated(monkeypatch: pytest.MonkeyPatc
         for name, handler in c.FUNCTION_HANDLERS.items()
     }
     api = HttpApi(
-        stack, "Http", stage="t", functions=fns, throttle_rate=1, throttle_burst=1, log_retention_days=1
+        stack,
+        "Http",
+        stage="t",
+        functions=fns,
+        throttle_rate=1,
+        throttle_burst=1,
+        log_retention_days=1,
+        route_throttles=route_throttles,
     )
+    return stack, api
+
+
+def test_greedy_and_appended_routes_are_generated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Routes appended to ROUTES later (greedy paths included) need no stack change."""
+    extra = (
+        c.Route("POST", "/v1/appended/{rest+}", c.FN_BROKER, (c.WRITE,)),
+        c.Route("GET", "/v1/appended/{rest+}", c.FN_CONSUMER, (c.READ,)),
+    )
+    monkeypatch.setattr(c, "ROUTES", c.ROUTES + extra)
+    _, api = _api_alone()
     assert ("POST", "/v1/appended/{rest+}") in api.routes and ("GET", "/v1/appended/{rest+}") in api.routes
 
 
@@ -85,6 +98,32 @@ def test_the_local_gateway_reads_the_stage_throttle_the_stack_sets(
     assert stage_throttle_from_template({"Resources": resources}) == ThrottleLimits(
         rate=config.api_throttle_rate, burst=config.api_throttle_burst
     )
+
+
+def test_routes_throttled_apart_are_the_stages_route_settings_and_the_local_gateway_reads_them() -> None:
+    """`-c api_route_throttles`: the stage's `RouteSettings`, after the routes it names (API Gateway
+    refuses a stage naming a route it does not have yet); the default stage's template has none."""
+    from aws_cdk.assertions import Template
+
+    apart = {"POST /": (5000.0, 6000), "POST /v1/queues/{queue_name}/messages/pull": (3000.0, 3000)}
+    stack, _ = _api_alone(apart)
+    resources = Template.from_stack(stack).to_json()["Resources"]
+    (stage,) = of_type(resources, "AWS::ApiGatewayV2::Stage").values()
+    assert stage["Properties"]["RouteSettings"] == {
+        key: {"ThrottlingRateLimit": rate, "ThrottlingBurstLimit": burst}
+        for key, (rate, burst) in apart.items()
+    }
+    route_ids = {
+        r["Properties"]["RouteKey"]: rid for rid, r in of_type(resources, "AWS::ApiGatewayV2::Route").items()
+    }
+    assert {route_ids[key] for key in apart} <= set(stage["DependsOn"])
+    assert route_throttles_from_template({"Resources": resources}) == {
+        key: ThrottleLimits(rate=rate, burst=burst) for key, (rate, burst) in apart.items()
+    }
+
+
+def test_the_default_stage_throttles_no_route_apart(resources: dict[str, Any]) -> None:
+    assert route_throttles_from_template({"Resources": resources}) == {}
 
 
 def test_api_invoke_permissions_cover_only_this_api(resources: dict[str, Any]) -> None:

@@ -15,6 +15,16 @@ def test_defaults_need_no_context() -> None:
     assert cfg.shard_table_count >= 1 and cfg.log_retention_days > 0
 
 
+def test_route_throttles_name_routes_by_their_keys() -> None:
+    cfg = SluiceConfig(
+        api_route_throttles="POST /=5000:6000, POST  /v1/queues/{queue_name}/messages/pull=3000:3000"
+    )
+    assert cfg.route_throttles == {
+        "POST /": (5000.0, 6000),
+        "POST /v1/queues/{queue_name}/messages/pull": (3000.0, 3000),
+    }
+
+
 def test_context_strings_are_coerced() -> None:
     import aws_cdk as cdk
 
@@ -44,6 +54,9 @@ def test_context_strings_are_coerced() -> None:
         {"lambda_memory_mb": "64"},
         {"consumer_memory_mb": "100"},
         {"consumer_memory_mb": "20000"},
+        {"api_route_throttles": "POST /nowhere=5000:5000"},
+        {"api_route_throttles": "POST /=fast:5000"},
+        {"api_route_throttles": "POST /=0:5000"},
     ],
 )
 def test_bad_context_is_rejected(bad: dict[str, str]) -> None:

@@ -8,7 +8,12 @@ import threading
 
 from sluice import errors
 from sluice.local import gateway
-from sluice.local.template import ACCOUNT_THROTTLE, ThrottleLimits, stage_throttle_from_template
+from sluice.local.template import (
+    ACCOUNT_THROTTLE,
+    ThrottleLimits,
+    route_throttles_from_template,
+    stage_throttle_from_template,
+)
 
 SEND, LIST = "POST /v1/queues/{queue_name}/messages", "GET /v1/queues"
 
@@ -62,6 +67,30 @@ def test_each_route_has_its_own_bucket_of_the_stage_limits():
     throttle = gateway.StageThrottle(ThrottleLimits(rate=1, burst=2), [SEND, LIST], Clock())
     assert [throttle.refusing(SEND) for _ in range(3)] == [None, None, ThrottleLimits(rate=1, burst=2)]
     assert throttle.refusing(LIST) is None
+
+
+def test_a_route_throttled_apart_draws_on_its_own_limits_instead_of_the_stages():
+    apart = ThrottleLimits(rate=1, burst=3)
+    throttle = gateway.StageThrottle(
+        ThrottleLimits(rate=1, burst=1), [SEND, LIST], Clock(), apart={SEND: apart}
+    )
+    assert [throttle.refusing(SEND) for _ in range(4)] == [None, None, None, apart]
+    assert [throttle.refusing(LIST) for _ in range(2)] == [None, ThrottleLimits(rate=1, burst=1)]
+
+
+def test_route_settings_are_read_from_the_default_stage_a_limit_left_out_being_the_defaults():
+    template = stage(ThrottlingRateLimit=100, ThrottlingBurstLimit=200)
+    props = template["Resources"]["Stage"]["Properties"]
+    props["RouteSettings"] = {
+        SEND: {"ThrottlingRateLimit": 5000, "ThrottlingBurstLimit": 6000},
+        LIST: {"ThrottlingRateLimit": 7},
+        "GET /v1/queues/{queue_name}": {"DetailedMetricsEnabled": True},
+    }
+    assert route_throttles_from_template(template) == {
+        SEND: ThrottleLimits(rate=5000.0, burst=6000),
+        LIST: ThrottleLimits(rate=7.0, burst=200),
+    }
+    assert route_throttles_from_template(stage(ThrottlingRateLimit=100)) == {}
 
 
 def test_the_account_bucket_is_shared_by_every_route_and_applies_without_a_stage_throttle():
