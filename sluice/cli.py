@@ -93,6 +93,7 @@ def cmd_local(args: argparse.Namespace) -> None:
         print(f"admin token: {admin_token}", file=sys.stderr, flush=True)
     open_prefix = args.open_stream_prefix or os.environ.get(c.ENV_OPEN_STREAM_PREFIX, "")
     extra_env = {c.ENV_OPEN_STREAM_PREFIX: open_prefix} if open_prefix else {}
+    context = _context(args.context)
     if args.regions:
         from sluice.local.regions import MultiRegionRuntime, parse_regions
 
@@ -109,6 +110,7 @@ def cmd_local(args: argparse.Namespace) -> None:
             inter_region_delay_ms=args.inter_region_delay_ms,
             replication_lag_ms=args.replication_lag_ms,
             extra_env=extra_env,
+            context=context,
         )
 
         def ready() -> None:
@@ -123,6 +125,7 @@ def cmd_local(args: argparse.Namespace) -> None:
         admin_token=admin_token,
         time_scale=args.time_scale,
         extra_env=extra_env,
+        template=_local_template(context) if context else None,
     )
 
     def ready_one() -> None:
@@ -130,6 +133,24 @@ def cmd_local(args: argparse.Namespace) -> None:
         print(f"console: {runtime.url}{c.CONSOLE_PATH}", file=sys.stderr, flush=True)
 
     run_until_signalled(runtime, ready_one)
+
+
+def _context(pairs: list[str]) -> dict[str, str]:
+    """`-c KEY=VALUE` pairs, as `cdk deploy -c` takes them."""
+    bad = [pair for pair in pairs if "=" not in pair]
+    if bad:
+        sys.exit(f"sluice: -c takes KEY=VALUE (as cdk deploy -c), not {bad[0]!r}")
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+def _local_template(context: dict[str, str]) -> dict[str, Any]:
+    """The template the stack synthesizes with `context` (a bad value stops here, as `cdk synth` would)."""
+    from sluice.local.template import TemplateUnavailable, load_template
+
+    try:
+        return load_template(context)
+    except (TemplateUnavailable, ValueError) as exc:  # ValueError: the stack's config refused a value
+        sys.exit(f"sluice: -c: {exc}")
 
 
 # --- tokens ---------------------------------------------------------------------------------------------
@@ -490,6 +511,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--open-stream-prefix",
         help="serve /v1/stream/ paths starting with this prefix without a token ('*': all; off by "
         f"default; env {c.ENV_OPEN_STREAM_PREFIX}); for conformance runs and public demo streams",
+    )
+    local.add_argument(
+        "-c",
+        "--context",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="stack context, as cdk deploy -c takes it (docs/deploy.md): the local gateway, functions and "
+        "schedules follow the template it synthesizes, e.g. -c api_route_throttles='POST /=5000:5000'",
     )
     local.add_argument(
         "--regions",

@@ -71,10 +71,10 @@ def parse_regions(text: str) -> list[str]:
     return regions
 
 
-def region_template(region: str, regions: list[str]) -> dict[str, Any]:
+def region_template(region: str, regions: list[str], context: dict[str, str] | None = None) -> dict[str, Any]:
     """The template `region`'s stack is deployed from (`-c regions=...`: one stack per region, the home
-    one holding the global control table and the replicated lease-key secret)."""
-    return load_template({"regions": ",".join(regions)}, region=region)
+    one holding the global control table and the replicated lease-key secret), with `context` besides."""
+    return load_template({**(context or {}), "regions": ",".join(regions)}, region=region)
 
 
 def provision_regions(
@@ -184,6 +184,7 @@ class MultiRegionRuntime:
     inter_region_delay_ms: float = DEFAULT_INTER_REGION_DELAY_MS
     replication_lag_ms: float = DEFAULT_REPLICATION_LAG_MS
     extra_env: dict[str, str] = field(default_factory=dict)
+    context: dict[str, str] = field(default_factory=dict)  # stack context besides `regions` (`-c`)
 
     def start(self) -> None:
         os.environ.update(LOCAL_AWS_ENV)
@@ -198,7 +199,9 @@ class MultiRegionRuntime:
         self.runtimes: list[LocalRuntime] = []
         self.replicator: GlobalTableReplicator | None = None
         try:
-            templates = {region: region_template(region, self.regions) for region in self.regions}
+            templates = {
+                region: region_template(region, self.regions, self.context) for region in self.regions
+            }
             settings = provision_regions(endpoint, self.stage, templates)
             home = settings[self.regions[0]]
             self.replicator = GlobalTableReplicator(

@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -492,19 +493,42 @@ def test_a_route_throttled_apart_refuses_past_its_own_limits(throttled_runtime):
     row the first goes on (the face answers it, here for want of a signature) and the others get the
     gateway's 429; the stage's other routes keep their own buckets of 5."""
     rt = throttled_runtime
-    statuses = [
+    statuses = sqs_route_statuses(rt.url, 3)
+    assert statuses[0] != 429 and statuses[1:] == [429, 429], statuses
+    assert client(rt).list_queues() is not None  # another route, another bucket
+
+
+def sqs_route_statuses(url: str, count: int) -> list[int]:
+    """The statuses of `count` SQS ListQueues calls on `POST /` in a row, unsigned and never retried."""
+    return [
         urllib3.request(
             "POST",
-            f"{rt.url}/",
+            f"{url}/",
             body=b"{}",
             headers={"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.ListQueues"},
             retries=False,
             timeout=30,
         ).status
-        for _ in range(3)
+        for _ in range(count)
     ]
-    assert statuses[0] != 429 and statuses[1:] == [429, 429], statuses
-    assert client(rt).list_queues() is not None  # another route, another bucket
+
+
+def test_sluice_local_runs_the_stack_its_context_synthesizes():
+    """`sluice local -c KEY=VALUE`, as `cdk deploy -c`: here `POST /` throttled apart to one request
+    every 100 s; a value the stack refuses stops it with the stack's reason."""
+    server = start_local_server("-c", f"api_route_throttles={SQS_ROUTE}=0.01:1")
+    try:
+        statuses = sqs_route_statuses(server.url, 3)
+        assert statuses[0] != 429 and statuses[1:] == [429, 429], statuses
+    finally:
+        stop_local_server(server)
+    refused = subprocess.run(
+        [sys.executable, "-m", "sluice.cli", "local", "--port", "0", "-c", "api_route_throttles=GET /x=1:1"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert refused.returncode != 0 and "'GET /x' is not a route" in refused.stderr, refused.stderr
 
 
 def test_a_burst_past_the_stage_throttle_gets_429_and_runs_nothing_until_the_bucket_refills(
