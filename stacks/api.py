@@ -127,7 +127,7 @@ class HttpApi(Construct):
             key: {"ThrottlingRateLimit": rate, "ThrottlingBurstLimit": burst}
             for key, (rate, burst) in route_throttles.items()
         }
-        by_key = {f"{method} {path}": route for (method, path), route in self.routes.items()}
+        by_key = {route.route_key: self.routes[(route.method, route.path)] for route in c.ROUTES}
         for key in route_throttles:
             self.stage.node.add_dependency(by_key[key])
 

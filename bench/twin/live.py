@@ -36,8 +36,8 @@ QUICK_ROWS = ((10, 2_000, False),)
 
 
 def measure(quick: bool, save: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
-    """Measure the rows, saving after each one: the 1,000-puller row alone took ~20 min here, and now
-    runs over an hour, most of it in its drain (docs/performance.md "Stop 61")."""
+    """Measure the rows, saving after each one: the 1,000-puller row alone takes 18-55 min here, most of
+    it in its drain (docs/performance.md "Stop 61")."""
     started = time.time()
     rows = []
     for pullers, rate, carry in QUICK_ROWS if quick else ROWS:

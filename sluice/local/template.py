@@ -260,40 +260,38 @@ class ThrottleLimits:
 ACCOUNT_THROTTLE = ThrottleLimits(rate=10_000.0, burst=5_000)
 
 
+def _default_stage(template: dict[str, Any]) -> dict[str, Any]:
+    """The `$default` stage's properties ({} when the template has none)."""
+    for res in template.get("Resources", {}).values():
+        props = res.get("Properties", {})
+        if res.get("Type") == "AWS::ApiGatewayV2::Stage" and props.get("StageName") == "$default":
+            return dict(props)
+    return {}
+
+
+def _throttle(settings: dict[str, Any], default: ThrottleLimits) -> ThrottleLimits | None:
+    """The throttle a route settings block sets (a limit it leaves out is `default`'s), or None."""
+    if "ThrottlingRateLimit" not in settings and "ThrottlingBurstLimit" not in settings:
+        return None
+    return ThrottleLimits(
+        rate=float(settings.get("ThrottlingRateLimit", default.rate)),
+        burst=int(settings.get("ThrottlingBurstLimit", default.burst)),
+    )
+
+
 def stage_throttle_from_template(template: dict[str, Any]) -> ThrottleLimits | None:
     """The `$default` stage's `DefaultRouteSettings` throttle, or None when it sets none (the account's
     quota still applies). A limit it leaves out is the account's."""
-    for res in template.get("Resources", {}).values():
-        props = res.get("Properties", {})
-        if res.get("Type") != "AWS::ApiGatewayV2::Stage" or props.get("StageName") != "$default":
-            continue
-        settings = props.get("DefaultRouteSettings", {})
-        if "ThrottlingRateLimit" not in settings and "ThrottlingBurstLimit" not in settings:
-            return None
-        return ThrottleLimits(
-            rate=float(settings.get("ThrottlingRateLimit", ACCOUNT_THROTTLE.rate)),
-            burst=int(settings.get("ThrottlingBurstLimit", ACCOUNT_THROTTLE.burst)),
-        )
-    return None
+    return _throttle(_default_stage(template).get("DefaultRouteSettings", {}), ACCOUNT_THROTTLE)
 
 
 def route_throttles_from_template(template: dict[str, Any]) -> dict[str, ThrottleLimits]:
     """The `$default` stage's `RouteSettings` throttles, by route key: routes throttled apart from its
     default (a limit a route leaves out is the default route settings', else the account's)."""
     default = stage_throttle_from_template(template) or ACCOUNT_THROTTLE
-    for res in template.get("Resources", {}).values():
-        props = res.get("Properties", {})
-        if res.get("Type") != "AWS::ApiGatewayV2::Stage" or props.get("StageName") != "$default":
-            continue
-        return {
-            key: ThrottleLimits(
-                rate=float(settings.get("ThrottlingRateLimit", default.rate)),
-                burst=int(settings.get("ThrottlingBurstLimit", default.burst)),
-            )
-            for key, settings in props.get("RouteSettings", {}).items()
-            if "ThrottlingRateLimit" in settings or "ThrottlingBurstLimit" in settings
-        }
-    return {}
+    routes = _default_stage(template).get("RouteSettings", {})
+    found = {key: _throttle(settings, default) for key, settings in routes.items()}
+    return {key: limits for key, limits in found.items() if limits is not None}
 
 
 def main(argv: list[str] | None = None) -> int:
