@@ -332,6 +332,7 @@ def pull_load(
     memory_mb: Mapping[str, int] | None = None,
     stale_reads: bool = False,
     api_rps: float = ACCOUNT_THROTTLE.rate,
+    engine_seed: int = 1,
 ) -> dict[str, Any]:
     """`pullers` closed-loop pull+ack consumers of one group against a seeded backlog: `warmup` virtual
     seconds for the lanes to widen, then `seconds` measured (statistics reset at the start).
@@ -352,7 +353,11 @@ def pull_load(
     `reserved`: function -> executions reserved for it (the stack's opt-in); `memory_mb`:
     function -> its memory where not the stack's default (`-c consumer_memory_mb`): its handler CPU's
     share of a vCPU and its billed GB-s. `stale_reads`: eventually consistent reads may answer from a copy
-    up to a second behind (bench/twin/dynamo.py)."""
+    up to a second behind (bench/twin/dynamo.py). `engine_seed`: the engine draws shards, lanes and
+    jitter from the global `random`; seeded, a row is repeatable: the same seed gives the same figures
+    under any machine load (two runs of the live 1,000-puller row ended differently unseeded,
+    docs/performance.md "Stop 62")."""
+    random.seed(engine_seed)
     world = build(stale_reads=stale_reads)
     engine = world.engine
     queue = engine.queues.create(QUEUE, {"min_shards": shards, "max_shards": shards})
@@ -428,7 +433,7 @@ def pull_load(
             except (errors.Throttled, errors.DependencyUnavailable) as exc:
                 if start <= t0 < end:  # as the latencies: pulls made in the window
                     failures[type(exc).__name__] += 1
-                sim.sleep(rng.uniform(0.05, 0.2))
+                sim.sleep(exc.retry_after_seconds)  # the answer's Retry-After, as the SDK waits
 
     def ack(consumer: Any, held: list[str]) -> int:
         """An ack call, sent again after a throttle as the SDK does (`SDK_ATTEMPTS`, backing off)."""
