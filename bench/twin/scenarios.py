@@ -315,6 +315,16 @@ def _fill(points: dict[int, int], n: int) -> list[int]:
 # --- pullers ----------------------------------------------------------------------------------------------
 
 
+def _retry_pause(refusal: errors.Throttled | errors.DependencyUnavailable, rng: random.Random) -> float:
+    """How long the SDK waits before it sends a refused pull again: the engine's answer's `Retry-After`
+    (a puller that came back after 50-200 ms instead kept 1,000 pullers on 4 shards from ever
+    draining, docs/performance.md "Stop 62"); API Gateway's 429 and its 500 for an invocation Lambda
+    refused carry none, so the SDK's first backoff (`sluice.client._backoff`)."""
+    if isinstance(refusal, (TooManyRequests, ExecutionRefused)):
+        return 0.2 * rng.uniform(0.5, 1.0)
+    return refusal.retry_after_seconds
+
+
 def pull_load(
     pullers: int,
     batch: int,
@@ -433,7 +443,7 @@ def pull_load(
             except (errors.Throttled, errors.DependencyUnavailable) as exc:
                 if start <= t0 < end:  # as the latencies: pulls made in the window
                     failures[type(exc).__name__] += 1
-                sim.sleep(exc.retry_after_seconds)  # the answer's Retry-After, as the SDK waits
+                sim.sleep(_retry_pause(exc, rng))
 
     def ack(consumer: Any, held: list[str]) -> int:
         """An ack call, sent again after a throttle as the SDK does (`SDK_ATTEMPTS`, backing off)."""
