@@ -144,13 +144,13 @@ class SluiceClient:
             except urllib3.exceptions.HTTPError:
                 if attempt == self._max_attempts:
                     raise
-                time.sleep(_backoff(attempt))
+                time.sleep(backoff_seconds(attempt))
                 continue
             if attempt < self._max_attempts and _retryable(
                 resp.status, resp.headers, keyed, repeatable, resp.data
             ):
                 retry_after = resp.headers.get("Retry-After")
-                time.sleep(float(retry_after) if retry_after else _backoff(attempt))
+                time.sleep(float(retry_after) if retry_after else backoff_seconds(attempt))
                 continue
             return _unwrap(resp.status, resp.data)
         raise AssertionError("unreachable")
@@ -301,7 +301,7 @@ class SluiceClient:
                 if not exc.transient:
                     raise
                 paused += 1
-                time.sleep(_backoff(min(paused, self._max_attempts)))
+                time.sleep(backoff_seconds(min(paused, self._max_attempts)))
                 continue
             paused = 0
             done = None
@@ -490,8 +490,10 @@ def _is_envelope(data: bytes) -> bool:
     return isinstance(doc, dict) and "success" in doc
 
 
-def _backoff(attempt: int) -> float:
-    return min(5.0, 0.1 * 2**attempt) * random.uniform(0.5, 1.0)
+def backoff_seconds(attempt: int, uniform: Callable[[float, float], float] = random.uniform) -> float:
+    """The pause before a retry without `Retry-After`: doubling from 0.1 s, at most 5 s, jittered
+    (`uniform`: the draw, for a caller that keeps its own random stream, as the twin does)."""
+    return min(5.0, 0.1 * 2**attempt) * uniform(0.5, 1.0)
 
 
 def _unwrap(status: int, data: bytes) -> Any:

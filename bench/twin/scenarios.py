@@ -29,6 +29,7 @@ from bench.twin.lambdas import ACCOUNT_CONCURRENCY, ExecutionRefused, Executions
 from bench.twin.world import COORDINATOR_FUNCTION, World, build, percentile
 from sluice import constants as c
 from sluice import errors
+from sluice.client import backoff_seconds
 from sluice.engine import keys
 from sluice.engine.coordinator import Coordinator, CoordinatorConfig
 from sluice.engine.scaling import ScalingPolicy
@@ -319,9 +320,9 @@ def _retry_pause(refusal: errors.Throttled | errors.DependencyUnavailable, rng: 
     """How long the SDK waits before it sends a refused pull again: the engine's answer's `Retry-After`
     (a puller that came back after 50-200 ms instead kept 1,000 pullers on 4 shards from ever
     draining, docs/performance.md "Stop 62"); API Gateway's 429 and its 500 for an invocation Lambda
-    refused carry none, so the SDK's first backoff (`sluice.client._backoff`)."""
+    refused carry none, so the SDK's first backoff."""
     if isinstance(refusal, (TooManyRequests, ExecutionRefused)):
-        return 0.2 * rng.uniform(0.5, 1.0)
+        return backoff_seconds(1, rng.uniform)
     return refusal.retry_after_seconds
 
 
@@ -456,7 +457,7 @@ def pull_load(
             except (errors.Throttled, errors.DependencyUnavailable):
                 if attempt == SDK_ATTEMPTS:
                     raise
-                sim.sleep(min(5.0, 0.1 * 2**attempt) * rng.uniform(0.5, 1.0))  # sluice.client._backoff
+                sim.sleep(backoff_seconds(attempt, rng.uniform))
         raise AssertionError("unreachable")
 
     def producer(every: float) -> None:
